@@ -1,0 +1,117 @@
+"""Host-side converter pipeline: source model -> int8 ``.edgekit`` artifact for a target.
+
+    from edgekit.converters import build
+    result = build("model.onnx", target="rpi4", calib="images/", output="model.edgekit")
+    print(result.summary())
+
+Heavy dependencies (onnx, onnxruntime, torch) are imported by the stages that need them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgekit.targets import load_profile
+
+from edgekit.errors import UserError
+
+from .context import BuildConfig, BuildContext, new_workdir
+from .pipeline import STAGES, Pipeline
+
+__all__ = ["BuildConfig", "BuildResult", "build", "stages_for"]
+
+ONNX_SUFFIXES = (".onnx",)
+
+
+@dataclass
+class BuildResult:
+    path: Path
+    manifest: dict[str, Any]
+    seconds: float
+    artifact_bytes: int
+    warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        from .summary import summary_lines
+
+        return "\n".join(summary_lines(self))
+
+
+def _stage_exists(name: str) -> bool:
+    module = STAGES[name].partition(":")[0]
+    return importlib.util.find_spec(module) is not None
+
+
+def source_kind(source: Any) -> str:
+    """'onnx' for an ONNX file, 'torch' for everything a PyTorch export can take."""
+    if isinstance(source, (str, Path)) and str(source).lower().endswith(ONNX_SUFFIXES):
+        return "onnx"
+    if isinstance(source, (str, Path)) and Path(str(source)).is_file():
+        head = Path(str(source)).read_bytes()[:4]
+        if not head.startswith(b"PK") and not str(source).endswith((".pt", ".pt2", ".pth", ".py")):
+            return "onnx"  # let the ONNX loader say what is wrong with it
+    return "torch"
+
+
+def stages_for(config: BuildConfig, ctx: BuildContext | None = None) -> list[str]:
+    """The stage names a build runs, in order."""
+    names = ["load"] if source_kind(config.source) == "onnx" else ["export"]
+    if (config.prune or config.search) and _stage_exists("prune"):
+        names.append("prune")
+    names += ["prepare", "data", "calibrate", "quantize", "validate"]
+    formats = config.formats or (ctx.formats if ctx else [])
+    if "tflite" in formats:
+        names.append("convert_tflite")
+    if _stage_exists("estimate"):
+        names.append("estimate")
+    names.append("package")
+    return names
+
+
+def build(source: Any, target: str = "rpi4", calib: str | None = None,
+          output: str | Path | None = None, report: Callable[[str], None] | None = None,
+          **options: Any) -> BuildResult:
+    """Build an int8 artifact of ``source`` for ``target``. Options are ``BuildConfig`` fields."""
+    unknown = sorted(set(options) - set(BuildConfig.__dataclass_fields__))
+    if unknown:
+        raise UserError(f"unknown build option(s) {unknown}; allowed: "
+                        f"{', '.join(sorted(BuildConfig.__dataclass_fields__))}")
+    config = BuildConfig(source=source, target=target, calib=calib,
+                         output=str(output) if output else None, **options)
+    profile = load_profile(target)
+    from .stages.package import default_output
+
+    out = Path(config.output) if config.output else default_output(source, profile.name)
+    if not out.parent.is_dir():
+        raise UserError(f"output folder {str(out.parent)!r} does not exist "
+                        f"(expected an existing folder for {out.name!r})")
+    if config.formats:
+        from .context import FORMATS
+
+        bad = [f for f in config.formats if f not in FORMATS]
+        if bad:
+            raise UserError(f"unknown format(s) {bad}; allowed: {', '.join(FORMATS)}")
+    workdir = new_workdir()
+    ctx = BuildContext(config=config, profile=profile, workdir=workdir,
+                       report=report or (lambda _m: None), output_path=out)
+    start = time.perf_counter()
+    try:
+        names = stages_for(config, ctx)
+        if "tflite" in ctx.formats and not _stage_exists("convert_tflite"):
+            names.remove("convert_tflite")
+            ctx.warn("the TFLite writer is not installed in this edgekit; building ONNX only")
+            config.formats = ["onnx"]
+        Pipeline(names).run(ctx)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    from edgekit.artifact import read_artifact
+
+    manifest = read_artifact(out).manifest
+    return BuildResult(out, manifest, time.perf_counter() - start, ctx.artifact_bytes,
+                       ctx.warnings)

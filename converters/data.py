@@ -1,0 +1,171 @@
+"""Calibration and validation data: an image folder, a .npy/.npz file, or explicit synthetic data.
+
+Everything comes back as a ``Dataset`` with one array per model input (leading sample axis)
+and integer labels when the source has them (``y`` in an npz, or one subfolder per class).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from typing import Any
+
+import numpy as np
+
+from edgekit.errors import CalibrationError
+from edgekit.preprocess import check_spec, default_spec, list_images, preprocess_image
+
+from .context import Dataset
+
+SYNTHETIC = "synthetic"
+LABEL_KEYS = ("y", "labels", "label")
+
+
+def load_preprocess_toml(path: str) -> dict[str, Any]:
+    """A small TOML file of preprocessing keys (see edgekit.preprocess)."""
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise CalibrationError(f"{path}: cannot read the preprocessing TOML: {exc}") from exc
+    return data.get("preprocess", data)
+
+
+def image_spec(inputs: list[dict[str, Any]], overrides: dict[str, Any]) -> dict[str, Any]:
+    """The image preprocessing spec for a single-image-input model: defaults from its shape."""
+    if len(inputs) != 1 or len(inputs[0]["shape"]) != 4:
+        shapes = {i["name"]: i["shape"] for i in inputs}
+        raise CalibrationError(
+            f"an image folder needs a model with one 4-D image input; this one has {shapes}: "
+            "pass a .npz with one array per input instead"
+        )
+    spec = default_spec(tuple(inputs[0]["shape"]), overrides.get("layout", "NCHW"))
+    spec.update({k: v for k, v in overrides.items() if v is not None})
+    spec = check_spec(spec)
+    want = [d for d in inputs[0]["shape"][2:4]] if spec["layout"] == "NCHW" else inputs[0]["shape"][1:3]
+    if all(isinstance(d, int) for d in want) and list(spec["size"]) != list(want):
+        raise CalibrationError(
+            f"preprocess size {spec['size']} does not match the model input "
+            f"{inputs[0]['name']} {inputs[0]['shape']} ({spec['layout']}: H, W = {want})"
+        )
+    return spec
+
+
+def load_dataset(source: str, inputs: list[dict[str, Any]], preprocess: dict[str, Any],
+                 progress: bool = True, limit: int | None = None, seed: int = 0) -> tuple[Dataset, dict[str, Any] | None]:
+    """Read a data source for the model's inputs. Returns the dataset and, for images, the spec."""
+    if source == SYNTHETIC:
+        return synthetic(inputs, limit or 32, seed), None
+    if not os.path.exists(source):
+        raise CalibrationError(
+            f"{source}: no such calibration data (expected a folder of images, a .npy/.npz "
+            f"file, or 'synthetic')"
+        )
+    if os.path.isdir(source):
+        spec = image_spec(inputs, preprocess)
+        return _images(source, inputs[0]["name"], spec, progress, limit, seed), spec
+    if source.endswith(".npy"):
+        if len(inputs) != 1:
+            raise CalibrationError(f"{source}: a .npy holds one array; the model has {len(inputs)} inputs: use .npz")
+        try:
+            array = np.load(source, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise CalibrationError(f"{source}: not a readable .npy file: {exc}") from exc
+        return _checked(Dataset({inputs[0]["name"]: array}, None, source), inputs), None
+    if source.endswith(".npz"):
+        return _npz(source, inputs), None
+    raise CalibrationError(
+        f"{source}: unknown calibration data kind (expected a folder of images, .npy, .npz or 'synthetic')"
+    )
+
+
+def _npz(source: str, inputs: list[dict[str, Any]]) -> Dataset:
+    try:
+        with np.load(source, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except (OSError, ValueError) as exc:
+        raise CalibrationError(f"{source}: not a readable .npz file: {exc}") from exc
+    labels = next((arrays.pop(k) for k in LABEL_KEYS if k in arrays), None)
+    names = [i["name"] for i in inputs]
+    if all(n in arrays for n in names):
+        chosen = {n: arrays[n] for n in names}
+    elif len(names) == 1 and len(arrays) == 1:
+        chosen = {names[0]: next(iter(arrays.values()))}
+    elif len(names) == 1 and "x" in arrays:
+        chosen = {names[0]: arrays["x"]}
+    else:
+        raise CalibrationError(
+            f"{source}: expected arrays named {names} (or a single array / 'x' for a one-input "
+            f"model, labels as 'y'); found {sorted(arrays)}"
+        )
+    return _checked(Dataset(chosen, labels, source), inputs)
+
+
+def _checked(data: Dataset, inputs: list[dict[str, Any]]) -> Dataset:
+    """Each array must be [N, *input shape without batch]; batch-less arrays gain N=1."""
+    for spec in inputs:
+        array = data.arrays[spec["name"]]
+        shape = spec["shape"]
+        if array.ndim == len(shape) - 1:
+            array = array[None]
+        if array.ndim != len(shape):
+            raise CalibrationError(
+                f"{data.source}: array for input {spec['name']!r} has shape {list(array.shape)}; "
+                f"expected [N, {', '.join(str(d) for d in shape[1:])}] for the model input {shape}"
+            )
+        for axis, (want, got) in enumerate(zip(shape[1:], array.shape[1:], strict=True), start=1):
+            if isinstance(want, int) and want != got:
+                raise CalibrationError(
+                    f"{data.source}: array for input {spec['name']!r} has shape {list(array.shape)}; "
+                    f"the model input is {shape} (axis {axis}: expected {want}, got {got})"
+                )
+        if array.dtype.kind not in "fiu":
+            raise CalibrationError(
+                f"{data.source}: array for {spec['name']!r} has dtype {array.dtype}; expected numbers"
+            )
+        data.arrays[spec["name"]] = np.ascontiguousarray(array, dtype=np.float32)
+    if len(data) == 0:
+        raise CalibrationError(f"{data.source}: holds no samples")
+    if data.labels is not None:
+        data.labels = np.asarray(data.labels).astype(np.int64).reshape(-1)
+        if len(data.labels) != len(data):
+            raise CalibrationError(
+                f"{data.source}: {len(data.labels)} labels for {len(data)} samples"
+            )
+    return data
+
+
+def _images(folder: str, name: str, spec: dict[str, Any], progress: bool, limit: int | None,
+            seed: int) -> Dataset:
+    files = list_images(folder)
+    if not files:
+        raise CalibrationError(
+            f"{folder}: no images found (looked for {', '.join(('png', 'jpg', 'bmp', '...'))} "
+            "files, directly or one subfolder per class)"
+        )
+    if limit and len(files) > limit:
+        order = np.random.default_rng(seed).permutation(len(files))[:limit]
+        files = [files[i] for i in sorted(order)]
+    classes = sorted({label for _, label in files if label is not None})
+    iterator = files
+    if progress:
+        from tqdm import tqdm
+
+        iterator = tqdm(files, desc="reading images", unit="img", leave=False)
+    arrays = [preprocess_image(path, spec, strict_mode=True) for path, _ in iterator]
+    labels = None
+    if classes and all(label is not None for _, label in files):
+        labels = np.array([classes.index(label) for _, label in files], dtype=np.int64)
+    data = Dataset({name: np.concatenate(arrays)}, labels, folder)
+    data.class_names = classes  # type: ignore[attr-defined]
+    return data
+
+
+def synthetic(inputs: list[dict[str, Any]], count: int, seed: int) -> Dataset:
+    """Uniform [0, 1) samples: only for trying a build; accuracy stays unverified."""
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for spec in inputs:
+        dims = [d if isinstance(d, int) else 1 for d in spec["shape"][1:]]
+        arrays[spec["name"]] = rng.random((count, *dims), dtype=np.float32)
+    return Dataset(arrays, None, SYNTHETIC, synthetic=True)

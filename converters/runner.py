@@ -1,0 +1,61 @@
+"""Run an ONNX model over a whole ``Dataset`` with onnxruntime (host-side helper)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .context import Dataset
+
+BATCH = 32
+
+
+def session(model: str | Path | bytes, threads: int = 0) -> Any:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.intra_op_num_threads = threads
+    so.log_severity_level = 3
+    source = model if isinstance(model, bytes) else str(model)
+    return ort.InferenceSession(source, sess_options=so, providers=["CPUExecutionProvider"])
+
+
+def run_dataset(model: str | Path | bytes | Any, data: Dataset) -> list[np.ndarray]:
+    """Outputs for every sample, concatenated along the batch axis, in graph output order."""
+    sess = model if hasattr(model, "run") else session(model)
+    fixed = [i.shape[0] for i in sess.get_inputs()]
+    batch = 1 if any(isinstance(d, int) for d in fixed) else BATCH
+    chunks: list[list[np.ndarray]] = []
+    for start in range(0, len(data), batch):
+        feeds = {k: v[start:start + batch] for k, v in data.arrays.items()}
+        chunks.append(sess.run(None, feeds))
+    return [np.concatenate([c[j] for c in chunks]) for j in range(len(chunks[0]))]
+
+
+def is_classifier(output: np.ndarray) -> bool:
+    """Logits or probabilities: [N, classes] with more than one class."""
+    return output.ndim == 2 and output.shape[1] > 1
+
+
+def compare(reference: np.ndarray, candidate: np.ndarray,
+            labels: np.ndarray | None = None) -> dict[str, float]:
+    """Agreement of a candidate output with the float reference (and labels when known)."""
+    ref = reference.reshape(len(reference), -1).astype(np.float64)
+    got = candidate.reshape(len(candidate), -1).astype(np.float64)
+    norms = np.linalg.norm(ref, axis=1) * np.linalg.norm(got, axis=1)
+    cosine = np.where(norms > 0, (ref * got).sum(axis=1) / np.maximum(norms, 1e-30), 1.0)
+    metrics = {
+        "cosine": float(cosine.mean()),
+        "cosine_min": float(cosine.min()),
+        "max_abs_error": float(np.abs(ref - got).max()),
+        "mean_abs_error": float(np.abs(ref - got).mean()),
+    }
+    if is_classifier(reference):
+        metrics["top1_agreement"] = float((ref.argmax(1) == got.argmax(1)).mean())
+        if labels is not None:
+            metrics["accuracy_float"] = float((ref.argmax(1) == labels).mean())
+            metrics["accuracy_int8"] = float((got.argmax(1) == labels).mean())
+    return metrics

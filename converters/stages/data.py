@@ -1,0 +1,75 @@
+"""Read calibration and validation data and split them (validation is held out from calibration)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from edgekit.errors import CalibrationError
+
+from ..context import BuildContext
+from ..data import SYNTHETIC, load_dataset
+from ..pipeline import Stage
+
+
+class LoadData(Stage):
+    name = "data"
+
+    def params(self, ctx: BuildContext) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "calib": str(ctx.config.calib),
+            "calib_samples": len(ctx.calib) if ctx.calib else 0,
+            "val": str(ctx.config.val) if ctx.config.val else "split of calib",
+            "val_samples": len(ctx.val) if ctx.val else 0,
+            "labels": bool(ctx.val is not None and ctx.val.labels is not None),
+        }
+        if ctx.extra_manifest.get("preprocess"):
+            params["preprocess"] = ctx.extra_manifest["preprocess"]
+        return params
+
+    def run(self, ctx: BuildContext) -> None:
+        config = ctx.config
+        if not config.calib:
+            raise CalibrationError(
+                "a static int8 build needs calibration data; pass --calib with a folder of "
+                "images, a .npz (arrays named by input, labels as 'y') or a .npy, or "
+                "'--calib synthetic' to build without real data (accuracy then unverified)"
+            )
+        limit = config.calib_samples + (0 if config.val else config.val_samples)
+        calib, spec = load_dataset(str(config.calib), ctx.inputs, config.preprocess,
+                                   progress=not config.quiet, limit=limit, seed=config.seed)
+        if spec is not None:
+            ctx.extra_manifest["preprocess"] = spec
+            ctx.inputs[0]["preprocess"] = spec
+            ctx.inputs[0]["layout"] = spec["layout"]
+        if calib.synthetic:
+            ctx.warn("calibrating on synthetic data: the int8 accuracy is unverified")
+        if config.val:
+            val, _ = load_dataset(str(config.val), ctx.inputs, config.preprocess,
+                                  progress=not config.quiet, limit=config.val_samples,
+                                  seed=config.seed)
+            ctx.calib = calib.take(slice(0, config.calib_samples))
+        elif calib.synthetic:
+            ctx.calib, val = calib, calib.take(slice(0, min(8, len(calib))))
+        else:
+            ctx.calib, val = split(calib, config.calib_samples, config.seed)
+        ctx.val = val.take(slice(0, config.val_samples))
+        if hasattr(calib, "class_names"):
+            ctx.extra_manifest["labels"] = calib.class_names
+        ctx.report(f"  calibration: {len(ctx.calib)} samples, validation: {len(ctx.val)} samples "
+                   f"({'labelled' if ctx.val.labels is not None else 'unlabelled'})"
+                   + (" [synthetic]" if config.calib == SYNTHETIC else ""))
+
+
+def split(data: Any, calib_samples: int, seed: int) -> tuple[Any, Any]:
+    """Shuffle once, give calibration at most half (and at most calib_samples), validate on the rest."""
+    count = len(data)
+    if count < 2:
+        raise CalibrationError(
+            f"{data.source}: {count} sample(s); need at least 2 to hold some out for validation "
+            "(or pass --val)"
+        )
+    order = np.random.default_rng(seed).permutation(count)
+    n_calib = max(1, min(calib_samples, count // 2))
+    return data.take(order[:n_calib]), data.take(order[n_calib:])

@@ -1,0 +1,99 @@
+"""Load an ONNX source model: read it (never modify it), check it, describe its inputs/outputs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from edgekit.artifact import sha256_file
+from edgekit.errors import ModelFormatError, UnsupportedModelError
+
+from ..context import BuildContext
+from ..pipeline import Stage
+
+MIN_OPSET = 13  # per-channel QDQ (axis on QuantizeLinear/DequantizeLinear) needs opset 13
+FLOAT_TYPES = {1: "float32", 10: "float16", 11: "float64"}
+
+
+def tensor_shape(value_info: Any) -> list[int | str]:
+    """ONNX ValueInfo shape as ints and symbol names ('?' when unnamed)."""
+    dims = []
+    for dim in value_info.type.tensor_type.shape.dim:
+        if dim.HasField("dim_value"):
+            dims.append(int(dim.dim_value))
+        else:
+            dims.append(dim.dim_param or "?")
+    return dims
+
+
+def describe_io(model: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    initializers = {i.name for i in model.graph.initializer}
+    inputs, outputs = [], []
+    for vi in model.graph.input:
+        if vi.name in initializers:
+            continue
+        elem = vi.type.tensor_type.elem_type
+        if elem not in FLOAT_TYPES:
+            raise UnsupportedModelError(
+                f"input {vi.name!r} has ONNX element type {elem}; int8 builds need float inputs "
+                f"({', '.join(FLOAT_TYPES.values())})"
+            )
+        shape = tensor_shape(vi)
+        layout = "NCHW" if len(shape) == 4 else ""
+        inputs.append({"name": vi.name, "shape": shape, "dtype": "float32", "layout": layout})
+    for vi in model.graph.output:
+        outputs.append({"name": vi.name, "shape": tensor_shape(vi), "dtype": "float32"})
+    return inputs, outputs
+
+
+class LoadOnnx(Stage):
+    name = "load"
+
+    def params(self, ctx: BuildContext) -> dict[str, Any]:
+        return {"opset": ctx.source_info.get("opset"), "ir_version": ctx.source_info.get("ir_version")}
+
+    def run(self, ctx: BuildContext) -> None:
+        import onnx
+        from google.protobuf.message import DecodeError
+
+        path = Path(str(ctx.config.source))
+        if not path.is_file():
+            raise ModelFormatError(f"{path}: no such model file (expected an .onnx file)")
+        ctx.source_info.update(name=path.name, format="onnx", sha256=sha256_file(path),
+                               bytes=path.stat().st_size)
+        try:
+            model = onnx.load(str(path))  # reads external data from the model's folder too
+        except (DecodeError, ValueError, RuntimeError, OSError) as exc:
+            raise ModelFormatError(
+                f"{path}: not a readable ONNX model (expected an ONNX protobuf; the file may be "
+                f"truncated or of another format): {exc}"
+            ) from exc
+        if not model.graph.node:
+            raise ModelFormatError(f"{path}: the ONNX file holds no graph nodes (truncated or empty)")
+        try:
+            onnx.checker.check_model(model)
+        except onnx.checker.ValidationError as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise ModelFormatError(f"{path}: invalid ONNX model: {first}") from exc
+        opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+        if opset < MIN_OPSET:
+            from onnx import version_converter
+
+            try:
+                model = version_converter.convert_version(model, MIN_OPSET)
+            except Exception as exc:
+                raise UnsupportedModelError(
+                    f"{path}: opset {opset}; int8 builds need opset >= {MIN_OPSET} and the "
+                    f"automatic upgrade failed: {exc}"
+                ) from exc
+            ctx.warn(f"upgraded the model from opset {opset} to {MIN_OPSET} for per-channel QDQ")
+        ctx.source_info.update(opset=opset, ir_version=model.ir_version,
+                               producer=f"{model.producer_name} {model.producer_version}".strip())
+        ctx.inputs, ctx.outputs = describe_io(model)
+        if not ctx.inputs:
+            raise UnsupportedModelError(f"{path}: the model has no (non-initializer) inputs")
+        ctx.float_model = model
+        ctx.float_path = ctx.workdir / "float.onnx"
+        onnx.save_model(model, str(ctx.float_path))
+        os.chmod(ctx.float_path, 0o600)

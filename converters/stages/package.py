@@ -1,0 +1,119 @@
+"""Package: assemble the manifest, compute test vectors on the real backends, write the artifact.
+
+The artifact is written to a temp file beside the output and renamed, so an interrupted
+build leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import edgekit
+from edgekit.artifact import TEST_VECTORS, encode_test_vectors, sha256_bytes, write_artifact
+from edgekit.backends import BackendOptions, TensorSpec, backends_for
+from edgekit.errors import InternalError
+
+from ..context import BuildContext
+from ..pipeline import Stage
+from ..qdq import output_quantization
+
+
+def onnx_entry(ctx: BuildContext) -> None:
+    """Add the int8 ONNX model to the artifact's models."""
+    import onnx
+
+    data = ctx.quant_path.read_bytes()
+    quant = output_quantization(onnx.load_model_from_string(data))
+    for out in ctx.outputs:
+        if out["name"] in quant:
+            out["quantization"] = quant[out["name"]]
+    ctx.model_bytes["model.onnx"] = data
+    ctx.models.append({"format": "onnx", "path": "model.onnx", "runtime": "onnxruntime",
+                       "bytes": len(data), "sha256": sha256_bytes(data)})
+
+
+def expected_outputs(entry: dict[str, Any], data: bytes, inputs: list[TensorSpec],
+                     outputs: list[TensorSpec], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Outputs of the packaged model on the first installed backend for its format (host side)."""
+    for cls in backends_for(entry["format"]):
+        if cls.available():
+            backend = cls(data, inputs, outputs, BackendOptions(threads=1), **_entry_kw(cls, entry))
+            try:
+                fixed = inputs[0].fixed_batch
+                if fixed is None:
+                    return backend.run(feeds)
+                rows = [backend.run({k: v[i:i + 1] for k, v in feeds.items()})
+                        for i in range(len(next(iter(feeds.values()))))]
+                return [np.concatenate([r[j] for r in rows]) for j in range(len(outputs))]
+            finally:
+                backend.close()
+    raise InternalError(f"no installed backend for {entry['format']} to compute test vectors")
+
+
+def _entry_kw(cls: type, entry: dict[str, Any]) -> dict[str, Any]:
+    # Backends that need the models[] entry (e.g. tflite I/O quantization) accept `entry=`.
+    import inspect
+
+    return {"entry": entry} if "entry" in inspect.signature(cls.__init__).parameters else {}
+
+
+class Package(Stage):
+    name = "package"
+
+    def params(self, ctx: BuildContext) -> dict[str, Any]:
+        return {"output": str(ctx.output_path), "members": sorted(ctx.model_bytes)}
+
+    def run(self, ctx: BuildContext) -> None:
+        if "onnx" in ctx.formats and not any(m["format"] == "onnx" for m in ctx.models):
+            onnx_entry(ctx)
+        if not ctx.models:
+            raise InternalError(f"no model was produced for formats {ctx.formats}")
+        # models whose outputs carry no quantization yet read it from the onnx one
+        inputs = [TensorSpec.from_manifest(i) for i in ctx.inputs]
+        outputs = [TensorSpec.from_manifest(o) for o in ctx.outputs]
+        count = min(ctx.config.test_vectors, len(ctx.val))
+        feeds = {k: v[:count] for k, v in ctx.val.arrays.items()}
+        vectors = {f"in/{k}": v for k, v in feeds.items()}
+        for entry in ctx.models:
+            results = expected_outputs(entry, ctx.model_bytes[entry["path"]], inputs, outputs, feeds)
+            for spec, value in zip(outputs, results, strict=True):
+                vectors[f"out/{entry['format']}/{spec.name}"] = value
+        members = dict(ctx.model_bytes)
+        members[TEST_VECTORS] = encode_test_vectors(vectors)
+        manifest = self.manifest(ctx, count)
+        ctx.artifact_bytes = write_artifact(ctx.output_path, manifest, members)
+
+    def manifest(self, ctx: BuildContext, vectors: int) -> dict[str, Any]:
+        stages = ctx.stages + [{"name": self.name, "params": {"members": sorted(ctx.model_bytes)}}]
+        float_bytes = ctx.float_path.stat().st_size if ctx.float_path else 0
+        return {
+            "schema_version": 1,
+            "edgekit_version": edgekit.__version__,
+            "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "target": {"name": ctx.profile.name, "sha256": ctx.profile.sha256,
+                       "profile": ctx.profile.to_dict()},
+            "source": ctx.source_info,
+            "stages": stages,
+            "quantization": ctx.quantization,
+            "inputs": ctx.inputs,
+            "outputs": ctx.outputs,
+            "models": ctx.models,
+            "test_vectors": {"path": TEST_VECTORS, "count": vectors,
+                             "tolerance": "1 quantization step of each output"},
+            "validation": ctx.validation,
+            "sizes": {"source_bytes": ctx.source_info.get("bytes", 0),
+                      "float_onnx_bytes": float_bytes,
+                      **{f"{m['format']}_bytes": m["bytes"] for m in ctx.models}},
+            "warnings": ctx.warnings,
+            **ctx.extra_manifest,
+        }
+
+
+def default_output(source: Any, target: str) -> Path:
+    stem = Path(str(source)).stem if isinstance(source, (str, Path)) else type(source).__name__
+    stem = stem.split(":")[-1]
+    return Path.cwd() / f"{stem}.{target}.edgekit"

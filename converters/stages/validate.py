@@ -1,0 +1,58 @@
+"""Validate: compare each int8 candidate with the float model on held-out data; keep the best.
+
+Best = highest int8 accuracy when labels are known, else highest mean cosine similarity
+of the outputs (ties: lowest max abs error).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..context import BuildContext
+from ..pipeline import Stage
+from ..qdq import float_nodes
+from ..runner import compare, run_dataset
+
+
+def score(metrics: dict[str, float]) -> tuple[float, float, float]:
+    return (metrics.get("accuracy_int8", 0.0), metrics["cosine"], -metrics["max_abs_error"])
+
+
+class Validate(Stage):
+    name = "validate"
+
+    def params(self, ctx: BuildContext) -> dict[str, Any]:
+        return {"samples": ctx.validation.get("samples"), "chosen": ctx.validation.get("method")}
+
+    def run(self, ctx: BuildContext) -> None:
+        import onnx
+
+        reference = run_dataset(ctx.float_path, ctx.val)
+        labels = ctx.val.labels
+        table: dict[str, dict[str, float]] = {}
+        for method, path in ctx.candidates.items():
+            outputs = run_dataset(path, ctx.val)
+            # the first output decides; the others are reported too
+            table[method] = compare(reference[0], outputs[0], labels)
+            for extra, (ref, got) in enumerate(zip(reference[1:], outputs[1:], strict=True), 1):
+                table[method][f"output{extra}_cosine"] = compare(ref, got)["cosine"]
+        method = max(table, key=lambda m: score(table[m]))
+        ctx.quant_path = ctx.candidates[method]
+        ctx.validation = {
+            "samples": len(ctx.val),
+            "source": ctx.val.source,
+            "verified": not ctx.val.synthetic,
+            "method": method,
+            **table[method],
+            "candidates": table,
+        }
+        if ctx.val.synthetic:
+            ctx.validation["note"] = "synthetic data: accuracy unverified"
+        ctx.quantization["method"] = method
+        ctx.quantization["float_nodes"] = float_nodes(onnx.load(str(ctx.quant_path)))
+        for name, metrics in table.items():
+            mark = "*" if name == method else " "
+            acc = (f" acc {metrics['accuracy_float']:.2%} -> {metrics['accuracy_int8']:.2%}"
+                   if "accuracy_int8" in metrics else "")
+            ctx.report(f"  {mark} {name:<10} cosine {metrics['cosine']:.5f}  max|err| "
+                       f"{metrics['max_abs_error']:.4g}{acc}")

@@ -1,0 +1,40 @@
+"""The short human summary printed after a build."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.2f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
+
+
+def summary_lines(result: Any) -> list[str]:
+    m = result.manifest
+    sizes = m.get("sizes", {})
+    source = sizes.get("source_bytes", 0)
+    val = m.get("validation", {})
+    lines = [
+        f"built {result.path} for {m['target']['name']} in {result.seconds:.1f} s",
+        f"  size: source {_mb(source)} -> artifact {_mb(result.artifact_bytes)}"
+        + (f" ({source / result.artifact_bytes:.1f}x smaller)" if result.artifact_bytes else ""),
+        "  models: " + ", ".join(f"{e['format']} {_mb(e['bytes'])}" for e in m["models"]),
+        f"  calibration: {m['quantization'].get('method')} "
+        f"(activations {m['quantization'].get('activation_type')}, weights int8 per-channel)",
+    ]
+    if val:
+        parts = [f"cosine {val.get('cosine', 0):.5f}", f"max|err| {val.get('max_abs_error', 0):.4g}"]
+        if "top1_agreement" in val:
+            parts.append(f"top-1 agreement {val['top1_agreement']:.2%}")
+        if "accuracy_int8" in val:
+            parts.append(f"accuracy {val['accuracy_float']:.2%} float -> {val['accuracy_int8']:.2%} int8")
+        lines.append(f"  validation on {val.get('samples')} held-out samples: " + ", ".join(parts))
+        if not val.get("verified", True):
+            lines.append("  accuracy UNVERIFIED: calibrated and validated on synthetic data")
+    floats = m["quantization"].get("float_nodes") or []
+    if floats:
+        ops = sorted({f["op"] for f in floats})
+        lines.append(f"  {len(floats)} node(s) stay float: {', '.join(ops)}")
+    for w in result.warnings:
+        lines.append(f"  warning: {w}")
+    return lines

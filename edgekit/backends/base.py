@@ -1,0 +1,91 @@
+"""What every runtime backend provides, and the tensor spec they share with the manifest."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One model input or output as the manifest states it (the user's view)."""
+
+    name: str
+    shape: tuple[int | str, ...]
+    dtype: str = "float32"
+    layout: str = ""
+    quantization: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_manifest(cls, entry: dict[str, Any]) -> TensorSpec:
+        known = {"name", "shape", "dtype", "layout", "quantization"}
+        return cls(
+            name=entry["name"],
+            shape=tuple(entry["shape"]),
+            dtype=entry.get("dtype", "float32"),
+            layout=entry.get("layout", ""),
+            quantization=dict(entry.get("quantization") or {}),
+            extra={k: v for k, v in entry.items() if k not in known},
+        )
+
+    @property
+    def fixed_batch(self) -> int | None:
+        """The leading dimension when it is a fixed number, else None (symbolic batch)."""
+        if self.shape and isinstance(self.shape[0], int) and self.shape[0] > 0:
+            return self.shape[0]
+        return None
+
+    def describe(self) -> str:
+        dims = "x".join(str(d) for d in self.shape)
+        layout = f" {self.layout}" if self.layout else ""
+        return f"{self.name}: {self.dtype}[{dims}]{layout}"
+
+
+@dataclass
+class BackendOptions:
+    """Knobs fixed when a session is created (runtimes cannot change them afterwards)."""
+
+    threads: int = 0  # 0 = the runtime's own default
+    allow_spinning: bool = True  # onnxruntime: spin-wait between ops; off saves power when idle
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Backend(ABC):
+    """A loaded model in one runtime. ``run`` takes and returns the manifest's float view."""
+
+    name: ClassVar[str]  # e.g. "onnxruntime"
+    format: ClassVar[str]  # model format it executes: "onnx" or "tflite"
+    package: ClassVar[str]  # pip distribution that provides the runtime
+
+    def __init__(
+        self,
+        model: bytes,
+        inputs: list[TensorSpec],
+        outputs: list[TensorSpec],
+        options: BackendOptions,
+    ) -> None:
+        self.inputs = inputs
+        self.outputs = outputs
+        self.options = options
+
+    @classmethod
+    @abstractmethod
+    def available(cls) -> bool:
+        """True when the runtime can be imported here."""
+
+    @classmethod
+    @abstractmethod
+    def version(cls) -> str:
+        """Version string of the runtime package."""
+
+    @abstractmethod
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """Run one batch. ``feeds`` are validated arrays in the manifest's dtype and layout;
+        the result lists outputs in manifest order, as float arrays."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release native resources."""

@@ -1,0 +1,10 @@
+"""CLI commands beyond the core ones in ``edgekit/cli.py``: one module per command.
+
+Each module exposes a click command named ``command``; list it here (import path, lazily
+imported so that ``edgekit --help`` stays fast and light).
+"""
+
+from __future__ import annotations
+
+COMMANDS: list[str] = [
+]

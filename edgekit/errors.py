@@ -1,0 +1,82 @@
+"""One exception hierarchy for edgekit.
+
+``EdgekitError`` is the root. Its children say *whose* fault it is:
+
+* ``UserError`` and its subclasses: the input was wrong (bad model file, unknown
+  target, wrong array shape). The CLI prints the message and exits with 2.
+* ``BudgetError``: the build worked but no candidate fits the target's budgets.
+  The CLI exits with 3.
+* ``InternalError``: a bug in edgekit or a dependency misbehaving. The CLI exits 1.
+
+Every message names what was expected and what came, so that a user can act on it.
+"""
+
+from __future__ import annotations
+
+
+class EdgekitError(Exception):
+    """Root of every error edgekit raises on purpose."""
+
+    exit_code = 1
+
+
+class UserError(EdgekitError):
+    """The caller gave something edgekit cannot use; fixing the input fixes it."""
+
+    exit_code = 2
+
+
+class ModelFormatError(UserError):
+    """A source model that is not what it claims to be (not ONNX, truncated, invalid)."""
+
+
+class UnsupportedModelError(UserError):
+    """A valid model using something edgekit cannot handle (op, dtype, opset)."""
+
+
+class TargetError(UserError):
+    """Unknown target profile or a profile file that does not validate."""
+
+
+class CalibrationError(UserError):
+    """Missing, empty or mismatching calibration / validation data."""
+
+
+class ArtifactError(UserError):
+    """A .edgekit file that is corrupt, truncated, tampered with or of another schema."""
+
+
+class InputError(UserError, ValueError):
+    """An input array of the wrong name, shape or dtype given to a model."""
+
+
+class RuntimeUnavailableError(UserError):
+    """No installed runtime can execute any model in the artifact."""
+
+
+class ExportError(UserError):
+    """A PyTorch model that could not be imported, loaded or exported to ONNX."""
+
+
+class QueueFullError(UserError):
+    """The batcher's bounded queue is full; the caller should slow down or retry."""
+
+
+class VerificationError(UserError):
+    """Bundled test vectors did not reproduce within tolerance."""
+
+
+class BudgetError(EdgekitError):
+    """No build candidate met every budget of the target."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, table: str = "") -> None:
+        super().__init__(message)
+        self.table = table
+
+
+class InternalError(EdgekitError):
+    """Something went wrong that is not the user's fault: a bug to report."""
+
+    exit_code = 1

@@ -1,0 +1,79 @@
+"""A manifest as a readable table (``edgekit inspect``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _kv(rows: list[tuple[str, Any]], width: int = 22) -> list[str]:
+    return [f"  {k:<{width}} {v}" for k, v in rows]
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.2f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
+
+
+def manifest_table(m: dict[str, Any]) -> str:
+    target = m["target"]
+    profile = target.get("profile", {})
+    cpu = profile.get("cpu", {})
+    q = m.get("quantization", {})
+    val = m.get("validation", {})
+    lines = ["artifact"]
+    lines += _kv([
+        ("schema / edgekit", f"{m['schema_version']} / {m.get('edgekit_version')}"),
+        ("created", m.get("created", "")),
+        ("target", f"{target['name']} ({cpu.get('cores')}x {cpu.get('core')}, profile "
+                   f"sha256 {target.get('sha256', '')[:12]})"),
+        ("source", f"{m['source'].get('name')} ({m['source'].get('format')}, "
+                   f"{_size(m['source'].get('bytes', 0))}, sha256 {m['source'].get('sha256', '')[:12]})"),
+    ])
+    lines.append("models")
+    for e in m["models"]:
+        extra = f", input layout {e['input_layout']}" if e.get("input_layout") else ""
+        lines += _kv([(e["format"], f"{e['path']} {_size(e['bytes'])} on {e['runtime']}{extra}")])
+    lines.append("inputs")
+    for i in m["inputs"]:
+        qn = i.get("quantization") or {}
+        pre = i.get("preprocess")
+        desc = f"{i['dtype']}{list(i['shape'])} {i.get('layout', '')}".strip()
+        if pre:
+            desc += f"; image {pre['size'][0]}x{pre['size'][1]} {pre['color']} resize={pre['resize']}"
+        if qn:
+            desc += f"; scale {qn.get('scale'):.6g} zp {qn.get('zero_point')}"
+        lines += _kv([(i["name"], desc)])
+    lines.append("outputs")
+    for o in m["outputs"]:
+        qn = o.get("quantization") or {}
+        desc = f"{o['dtype']}{list(o['shape'])}"
+        if qn:
+            desc += f"; int8 step {qn.get('scale'):.6g}"
+        lines += _kv([(o["name"], desc)])
+    lines.append("quantization")
+    floats = q.get("float_nodes") or []
+    lines += _kv([
+        ("method", q.get("method")),
+        ("types", f"activations {q.get('activation_type')}, weights {q.get('weight_type')} "
+                  f"{'per-channel' if q.get('per_channel') else 'per-tensor'}"),
+        ("float nodes", ", ".join(f"{f['name']} ({f['op']})" for f in floats[:8])
+         + (f" and {len(floats) - 8} more" if len(floats) > 8 else "") if floats else "none"),
+    ])
+    if val:
+        lines.append("validation")
+        rows = [("samples", f"{val.get('samples')} ({'verified' if val.get('verified') else 'UNVERIFIED: synthetic'})"),
+                ("cosine", f"{val.get('cosine', 0):.5f} (min {val.get('cosine_min', 0):.5f})"),
+                ("max abs error", f"{val.get('max_abs_error', 0):.4g}")]
+        if "top1_agreement" in val:
+            rows.append(("top-1 agreement", f"{val['top1_agreement']:.2%}"))
+        if "accuracy_int8" in val:
+            rows.append(("accuracy", f"{val['accuracy_float']:.2%} float -> {val['accuracy_int8']:.2%} int8"))
+        lines += _kv(rows)
+    if m.get("sizes"):
+        lines.append("sizes")
+        lines += _kv([(k, _size(v)) for k, v in m["sizes"].items() if isinstance(v, (int, float))])
+    lines.append("stages")
+    lines += _kv([(s["name"], f"{s.get('seconds', 0):.2f} s") for s in m.get("stages", [])])
+    for key in ("estimate", "budgets", "pruning", "candidates"):
+        if key in m:
+            lines.append(f"{key}: see `edgekit inspect --json`")
+    return "\n".join(lines)

@@ -1,0 +1,164 @@
+"""Image preprocessing from a manifest input's ``preprocess`` spec (Pillow).
+
+The same function feeds calibration on the host and ``predict_image`` on the device,
+so the model sees on the board exactly what it was calibrated on.
+
+Spec keys (all recorded in the manifest)::
+
+    size    [height, width]         the model's spatial input size
+    resize  "none" | "stretch" | "center-crop"
+    color   "gray" | "rgb" | "bgr"
+    layout  "NCHW" | "NHWC"
+    scale   multiply raw 0..255 pixels first (default 1/255)
+    mean    per-channel mean subtracted after scaling (list, one value or one per channel)
+    std     per-channel std divided after subtracting the mean
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from edgekit.errors import CalibrationError, UserError
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
+RESIZE_MODES = ("none", "stretch", "center-crop")
+COLORS = ("gray", "rgb", "bgr")
+LAYOUTS = ("NCHW", "NHWC")
+# Pillow modes that hold plain 8-bit pixels we can convert without guessing.
+_CONVERTIBLE = {"L", "LA", "P", "RGB", "RGBA", "RGBX", "CMYK", "YCbCr", "1"}
+
+
+def default_spec(shape: tuple[Any, ...], layout: str = "NCHW") -> dict[str, Any]:
+    """A spec for a 4-D image input shape: channels 1 -> gray, 3 -> rgb; pixels scaled to [0, 1]."""
+    if len(shape) != 4:
+        raise UserError(f"image preprocessing needs a 4-D input, the model input is {list(shape)}")
+    if layout == "NCHW":
+        channels, height, width = shape[1], shape[2], shape[3]
+    else:
+        height, width, channels = shape[1], shape[2], shape[3]
+    if channels not in (1, 3):
+        raise UserError(
+            f"image preprocessing needs 1 or 3 channels, the model input {list(shape)} "
+            f"({layout}) has {channels}"
+        )
+    return {
+        "size": [int(height), int(width)],
+        "resize": "none",
+        "color": "gray" if channels == 1 else "rgb",
+        "layout": layout,
+        "scale": 1.0 / 255.0,
+        "mean": [0.0],
+        "std": [1.0],
+    }
+
+
+def check_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """Validate a spec; return it with defaults filled."""
+    spec = {"resize": "none", "color": "rgb", "layout": "NCHW", "scale": 1.0 / 255.0,
+            "mean": [0.0], "std": [1.0], **spec}
+    for key, allowed in (("resize", RESIZE_MODES), ("color", COLORS), ("layout", LAYOUTS)):
+        if spec[key] not in allowed:
+            raise UserError(f"preprocess {key} = {spec[key]!r}; allowed: {', '.join(allowed)}")
+    size = spec.get("size")
+    if not (isinstance(size, (list, tuple)) and len(size) == 2 and all(int(s) > 0 for s in size)):
+        raise UserError(f"preprocess size must be [height, width], got {size!r}")
+    channels = 1 if spec["color"] == "gray" else 3
+    for key in ("mean", "std"):
+        values = spec[key] if isinstance(spec[key], (list, tuple)) else [spec[key]]
+        if len(values) not in (1, channels):
+            raise UserError(
+                f"preprocess {key} has {len(values)} values; expected 1 or {channels} "
+                f"for color {spec['color']}"
+            )
+        spec[key] = [float(v) for v in values]
+    if any(s == 0 for s in spec["std"]):
+        raise UserError("preprocess std must not contain 0")
+    return spec
+
+
+def preprocess_image(image: Any, spec: dict[str, Any], strict_mode: bool = False) -> np.ndarray:
+    """One image (path or PIL image) -> float32 array [1, C, H, W] or [1, H, W, C].
+
+    ``strict_mode``: refuse an image whose colour mode does not match the spec's
+    colour (used for calibration folders, where a silent conversion hides a mix-up).
+    """
+    try:
+        from PIL import Image, UnidentifiedImageError
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise UserError("image input needs Pillow: pip install 'edgekit[image]'") from exc
+    spec = check_spec(spec)
+    name = image if isinstance(image, (str, os.PathLike)) else getattr(image, "filename", "<image>")
+    if isinstance(image, (str, os.PathLike)):
+        try:
+            image = Image.open(image)
+            image.load()
+        except (UnidentifiedImageError, OSError) as exc:
+            raise CalibrationError(f"{name}: not a readable image ({exc})") from exc
+    height, width = (int(s) for s in spec["size"])
+    want_gray = spec["color"] == "gray"
+    if image.mode not in _CONVERTIBLE:
+        raise CalibrationError(
+            f"{name}: image mode {image.mode!r} (e.g. 16-bit or float) is not an 8-bit image; "
+            f"expected {'L (gray)' if want_gray else 'RGB'}"
+        )
+    if strict_mode:
+        is_gray = image.mode in ("L", "LA", "1")
+        if is_gray != want_gray:
+            raise CalibrationError(
+                f"{name}: image mode is {image.mode} ({'gray' if is_gray else 'colour'}) but the "
+                f"model input expects {spec['color']}; convert the images or pass "
+                f"--color {'rgb' if not is_gray else 'gray'} if that is intended"
+            )
+    image = image.convert("L" if want_gray else "RGB")
+    image = _resize(image, (height, width), spec["resize"], name)
+    pixels = np.asarray(image, dtype=np.float32)
+    if want_gray:
+        pixels = pixels[:, :, None]
+    elif spec["color"] == "bgr":
+        pixels = pixels[:, :, ::-1]
+    mean = np.asarray(spec["mean"], dtype=np.float32)
+    std = np.asarray(spec["std"], dtype=np.float32)
+    pixels = (pixels * np.float32(spec["scale"]) - mean) / std
+    if spec["layout"] == "NCHW":
+        pixels = pixels.transpose(2, 0, 1)
+    return np.ascontiguousarray(pixels[None], dtype=np.float32)
+
+
+def _resize(image: Any, size: tuple[int, int], mode: str, name: Any) -> Any:
+    from PIL import Image
+
+    height, width = size
+    if image.size == (width, height):
+        return image
+    if mode == "none":
+        raise CalibrationError(
+            f"{name}: image is {image.size[0]}x{image.size[1]} (WxH), the model input is "
+            f"{width}x{height}; resize the images or pass --resize stretch|center-crop"
+        )
+    if mode == "stretch":
+        return image.resize((width, height), Image.BILINEAR)
+    # center-crop: scale the shorter side to the target (keeping aspect), then crop the middle
+    scale = max(width / image.size[0], height / image.size[1])
+    new = (max(width, round(image.size[0] * scale)), max(height, round(image.size[1] * scale)))
+    image = image.resize(new, Image.BILINEAR)
+    left, top = (new[0] - width) // 2, (new[1] - height) // 2
+    return image.crop((left, top, left + width, top + height))
+
+
+def list_images(folder: str) -> list[tuple[str, str | None]]:
+    """Image files under ``folder`` as (path, label): one subfolder per class gives labels."""
+    found: list[tuple[str, str | None]] = []
+    entries = sorted(os.listdir(folder))
+    subdirs = [e for e in entries if os.path.isdir(os.path.join(folder, e))]
+    for entry in entries:
+        path = os.path.join(folder, entry)
+        if os.path.isfile(path) and entry.lower().endswith(IMAGE_SUFFIXES):
+            found.append((path, None))
+    for sub in subdirs:
+        for entry in sorted(os.listdir(os.path.join(folder, sub))):
+            if entry.lower().endswith(IMAGE_SUFFIXES):
+                found.append((os.path.join(folder, sub, entry), sub))
+    return found
