@@ -64,7 +64,10 @@ def stages_for(config: BuildConfig, ctx: BuildContext | None = None) -> list[str
     names = ["load"] if source_kind(config.source) == "onnx" else ["export"]
     if (config.prune or config.search) and _stage_exists("prune"):
         names.append("prune")
-    names += ["prepare", "data", "calibrate", "quantize", "validate"]
+    names += ["prepare", "data"]
+    if names[0] == "export":
+        names.append("check_export")  # exported ONNX vs torch, before quantizing
+    names += ["calibrate", "quantize", "validate"]
     formats = config.formats or (ctx.formats if ctx else [])
     if "tflite" in formats:
         names.append("convert_tflite")
@@ -74,10 +77,22 @@ def stages_for(config: BuildConfig, ctx: BuildContext | None = None) -> list[str
     return names
 
 
-def build(source: Any, target: str = "rpi4", calib: str | None = None,
-          output: str | Path | None = None, report: Callable[[str], None] | None = None,
-          **options: Any) -> BuildResult:
-    """Build an int8 artifact of ``source`` for ``target``. Options are ``BuildConfig`` fields."""
+def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
+          calib: str | None = None, output: str | Path | None = None,
+          report: Callable[[str], None] | None = None, **options: Any) -> BuildResult:
+    """Build an int8 artifact of ``source`` for ``target``. Options are ``BuildConfig`` fields.
+
+    ``example_inputs`` (a tensor or tuple of tensors) traces a PyTorch module:
+    ``build(module, torch.randn(1, 3, 224, 224), target="rpi4", calib="images/")``.
+    """
+    if isinstance(example_inputs, str):  # build("m.onnx", "rpi4"): the old positional target
+        if target is not None:
+            raise UserError(f"build(): example_inputs must be tensors, got the string "
+                            f"{example_inputs!r} (and target={target!r})")
+        target, example_inputs = example_inputs, None
+    target = target or "rpi4"
+    if example_inputs is not None:
+        options["example_inputs"] = example_inputs
     unknown = sorted(set(options) - set(BuildConfig.__dataclass_fields__))
     if unknown:
         raise UserError(f"unknown build option(s) {unknown}; allowed: "

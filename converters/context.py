@@ -95,6 +95,7 @@ class BuildContext:
     warnings: list[str] = field(default_factory=list)
     output_path: Path | None = None
     artifact_bytes: int = 0
+    torch_export: Any = None  # PyTorch sources: the model + exported file, for check_export
 
     @property
     def formats(self) -> list[str]:

@@ -18,6 +18,7 @@ from edgekit.preprocess import check_spec, default_spec, list_images, preprocess
 from .context import Dataset
 
 SYNTHETIC = "synthetic"
+SYNTHETIC_SAMPLES = 64
 LABEL_KEYS = ("y", "labels", "label")
 
 
@@ -55,7 +56,8 @@ def load_dataset(source: str, inputs: list[dict[str, Any]], preprocess: dict[str
                  progress: bool = True, limit: int | None = None, seed: int = 0) -> tuple[Dataset, dict[str, Any] | None]:
     """Read a data source for the model's inputs. Returns the dataset and, for images, the spec."""
     if source == SYNTHETIC:
-        return synthetic(inputs, limit or 32, seed), None
+        # a few dozen samples exercise the ranges; more would only cost memory (224x224x3 floats)
+        return synthetic(inputs, min(limit or SYNTHETIC_SAMPLES, SYNTHETIC_SAMPLES), seed), None
     if not os.path.exists(source):
         raise CalibrationError(
             f"{source}: no such calibration data (expected a folder of images, a .npy/.npz "

@@ -22,6 +22,7 @@ STAGES: dict[str, str] = {
     "export": "edgekit.converters.stages.export:ExportTorch",
     "prepare": "edgekit.converters.stages.prepare:Prepare",
     "data": "edgekit.converters.stages.data:LoadData",
+    "check_export": "edgekit.converters.stages.check_export:CheckExport",
     "prune": "edgekit.converters.stages.prune:Prune",
     "calibrate": "edgekit.converters.stages.calibrate:Calibrate",
     "quantize": "edgekit.converters.stages.quantize:Quantize",

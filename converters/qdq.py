@@ -47,3 +47,38 @@ def output_quantization(model: Any) -> dict[str, dict[str, Any]]:
                             "zero_point": int(zero.reshape(-1)[0]) if zero is not None else 0,
                             "dtype": str(zero.dtype) if zero is not None else "uint8"}
     return result
+
+
+def input_quantization(model: Any) -> dict[str, dict[str, Any]]:
+    """Scale and zero point of each graph input consumed by a QuantizeLinear."""
+    from onnx import numpy_helper
+
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    result = {}
+    for node in model.graph.node:
+        if node.op_type != "QuantizeLinear" or node.input[0] in result:
+            continue
+        if node.input[0] not in {i.name for i in model.graph.input}:
+            continue
+        scale = inits.get(node.input[1])
+        zero = inits.get(node.input[2]) if len(node.input) > 2 else None
+        if scale is None or scale.size != 1:
+            continue
+        result[node.input[0]] = {
+            "scale": float(scale.reshape(-1)[0]),
+            "zero_point": int(zero.reshape(-1)[0]) if zero is not None else 0,
+            "dtype": str(zero.dtype) if zero is not None else "uint8",
+        }
+    return result
+
+
+def snap_to_grid(x: np.ndarray, q: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Quantize ``x`` with the input's parameters: (integer codes, their float values).
+
+    The float values quantize back to the same codes, so a test vector stored as integers
+    reproduces the model's computation exactly.
+    """
+    info = np.iinfo(np.dtype(q["dtype"]))
+    codes = np.clip(np.round(x / np.float32(q["scale"])) + q["zero_point"], info.min, info.max)
+    codes = codes.astype(q["dtype"])
+    return codes, (codes.astype(np.float32) - np.float32(q["zero_point"])) * np.float32(q["scale"])

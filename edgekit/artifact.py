@@ -14,7 +14,8 @@ Schema (version 1), the keys the runtime relies on::
     inputs        [{name, shape, dtype, layout, preprocess?, quantization?}]
     outputs       [{name, shape, dtype, quantization?, kind?, labels?}]
     models        [{format, path, runtime, sha256, bytes, inputs?, outputs?}]
-    test_vectors  {path, count, tolerance}            npz: "in/<input>", "out/<format>/<output>"
+    test_vectors  {path, count, tolerance}            npz: "in/<input>" (or "q/<input>" +
+                                                      "qparams/<input>"), "out/<format>/<output>"
     validation    {...}
     files         {member: sha256}
 """
@@ -77,7 +78,15 @@ class Artifact:
         spec = self.manifest.get("test_vectors") or {}
         member = spec.get("path", TEST_VECTORS)
         with np.load(io.BytesIO(self.read(member)), allow_pickle=False) as npz:
-            return {key: npz[key] for key in npz.files}
+            arrays = {key: npz[key] for key in npz.files}
+        # Inputs on the model's input quantization grid are stored as integers (4x smaller):
+        # "q/<name>" plus "qparams/<name>" = [scale, zero_point]; decode them to floats here.
+        for key in [k for k in arrays if k.startswith("q/")]:
+            name = key[2:]
+            scale, zero_point = arrays.pop(f"qparams/{name}")
+            values = arrays.pop(key).astype(np.float32) - np.float32(zero_point)
+            arrays[f"in/{name}"] = values * np.float32(scale)
+        return arrays
 
 
 def read_artifact(path: str | os.PathLike[str]) -> Artifact:

@@ -1,0 +1,44 @@
+"""Shared fixtures: real models, real data, artifacts built once per test session."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "raspberrypi"
+DIGITS_ONNX = EXAMPLE / "digits_cnn.onnx"
+DIGITS_NPZ = EXAMPLE / "digits.npz"
+SAMPLES = EXAMPLE / "samples"
+
+sys.path.insert(0, str(ROOT / "tools"))  # tools/zoo.py: reference models for tests
+
+
+@pytest.fixture(scope="session")
+def digits_data() -> tuple[np.ndarray, np.ndarray]:
+    with np.load(DIGITS_NPZ) as npz:
+        return npz["x"], npz["y"]
+
+
+@pytest.fixture(scope="session")
+def digits_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The committed digits CNN built for rpi4 with its profile's formats (real calibration)."""
+    from edgekit.converters import build
+
+    out = tmp_path_factory.mktemp("digits") / "digits.rpi4.edgekit"
+    build(str(DIGITS_ONNX), target="rpi4", calib=str(DIGITS_NPZ), output=out, quiet=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def digits_onnx_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The digits CNN built for the host profile, ONNX only."""
+    from edgekit.converters import build
+
+    out = tmp_path_factory.mktemp("digits-host") / "digits.host.edgekit"
+    build(str(DIGITS_ONNX), target="host", calib=str(DIGITS_NPZ), output=out, quiet=True,
+          formats=["onnx"])
+    return out

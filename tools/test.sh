@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Set up everything the test suite needs on a fresh Debian/Python 3.11 machine, then run it.
+#   bash tools/test.sh [pytest args]
+# Installs: qemu-user-static (apt), torch==2.13.0 (CPU build; never unpinned), this project
+# editable with its build/test/litert extras. The QEMU sysroot is built by the tests (cached).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v qemu-aarch64-static >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq qemu-user-static >/dev/null
+fi
+
+python3 -m pip install -q --disable-pip-version-check "torch==2.13.0"
+python3 -m pip install -q --disable-pip-version-check -e ".[build,torch,litert,test]"
+
+ruff check .
+set +e
+python3 -m pytest "$@"
+status=$?
+set -e
+if [ "$status" = 5 ]; then
+  echo "pytest collected no tests: treating as a failure" >&2
+  exit 1
+fi
+exit "$status"
