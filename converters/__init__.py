@@ -59,12 +59,18 @@ def source_kind(source: Any) -> str:
     return "torch"
 
 
+def searching(config: BuildConfig) -> bool:
+    """A budget-fitting search (converters/search.py) instead of one plain pipeline run."""
+    return bool(config.search or config.budgets)
+
+
 def stages_for(config: BuildConfig, ctx: BuildContext | None = None) -> list[str]:
     """The stage names a build runs, in order."""
     names = ["load"] if source_kind(config.source) == "onnx" else ["export"]
-    if (config.prune or config.search) and _stage_exists("prune"):
-        names.append("prune")
-    names += ["prepare", "data"]
+    if (config.prune or searching(config)) and _stage_exists("prune"):
+        names += ["data", "prune", "prepare"]  # pruning recovers on the calibration data
+    else:
+        names += ["prepare", "data"]
     if names[0] == "export":
         names.append("check_export")  # exported ONNX vs torch, before quantizing
     names += ["calibrate", "quantize", "validate"]
@@ -122,7 +128,12 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
             names.remove("convert_tflite")
             ctx.warn("the TFLite writer is not installed in this edgekit; building ONNX only")
             config.formats = ["onnx"]
-        Pipeline(names).run(ctx)
+        if searching(config):
+            from .search import run_search
+
+            run_search(ctx, names)
+        else:
+            Pipeline(names).run(ctx)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     from edgekit.artifact import read_artifact

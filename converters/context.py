@@ -27,7 +27,7 @@ class BuildConfig:
     output: str | None = None
     calib: str | None = None  # folder of images, .npy, .npz, or "synthetic"
     val: str | None = None  # held-out data in the same forms; default: a split of calib
-    method: str = "auto"  # one of CALIBRATION_METHODS or "auto"
+    method: str = "minmax"  # one of CALIBRATION_METHODS, or "auto" to try each and keep the best
     calib_samples: int = 256  # at most this many calibration samples (the rest validate)
     val_samples: int = 1000
     preprocess: dict[str, Any] = field(default_factory=dict)  # image preprocessing overrides

@@ -31,6 +31,15 @@ def summary_lines(result: Any) -> list[str]:
         lines.append(f"  validation on {val.get('samples')} held-out samples: " + ", ".join(parts))
         if not val.get("verified", True):
             lines.append("  accuracy UNVERIFIED: calibrated and validated on synthetic data")
+    pruning = m.get("pruning")
+    if pruning:
+        lines.append(f"  pruning: {pruning['method']}, ratio {pruning['ratio']:g}"
+                     + (f", params {pruning['params_before']:,} -> {pruning['params_after']:,}"
+                        if "params_after" in pruning else ""))
+    checks = (m.get("budgets") or {}).get("checks") or {}
+    if checks:
+        lines.append("  budgets met: " + ", ".join(
+            f"{k} {c['value']:.4g}/{c['limit']:g}" for k, c in checks.items()))
     floats = m["quantization"].get("float_nodes") or []
     if floats:
         ops = sorted({f["op"] for f in floats})

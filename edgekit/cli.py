@@ -67,14 +67,40 @@ def _floats(value: str | None) -> list[float] | None:
 @click.option("--mean", help="Comma-separated means (after scaling to [0, 1]).")
 @click.option("--std", help="Comma-separated standard deviations.")
 @click.option("--activation-type", type=click.Choice(["uint8", "int8"]), help="Default: the profile's.")
+@click.option("--weights", type=click.Path(exists=True, dir_okay=False),
+              help="PyTorch state dict for a module:callable / file.py:Name source.")
+@click.option("--input-shape", help="PyTorch sources: input shape, e.g. 1x3x224x224 "
+              "(several inputs: comma-separated).")
+@click.option("--dynamic-batch", is_flag=True, help="PyTorch sources: any batch size "
+              "(default: fixed batch 1).")
+@click.option("--input-names", help="PyTorch sources: comma-separated input names.")
+@click.option("--output-names", help="PyTorch sources: comma-separated output names.")
+@click.option("--max-latency-ms", type=float, help="Latency budget (batch 1, profile threads).")
+@click.option("--max-ram-mb", type=float, help="RAM budget: weights + activations + runtime.")
+@click.option("--max-power-w", type=float, help="Sustained power budget at the profile's rate.")
+@click.option("--max-storage-mb", type=float, help="Artifact size budget.")
+@click.option("--max-accuracy-drop", type=float,
+              help="Accuracy budget: top-1 points lost against float (or (1-cosine)x100).")
+@click.option("--prune", "prune", type=float, metavar="RATIO",
+              help="Prune this share of channels (torch) or weights (ONNX), e.g. 0.3.")
+@click.option("--search", is_flag=True, help="Search pruning x calibration x float fallback for "
+              "the profile's budgets (implied by any --max-* flag).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON when done.")
 def build(source: str, target: str | None, calib: str | None, val: str | None,
           output: str | None, method: str, calib_samples: int, formats: str | None,
           strict_int8: bool, preprocess_toml: str | None, size: str | None, resize: str | None,
           color: str | None, layout: str | None, mean: str | None, std: str | None,
-          activation_type: str | None, quiet: bool, as_json: bool) -> None:
-    """Build an int8 artifact of SOURCE (an .onnx file) for a target board."""
+          activation_type: str | None, weights: str | None, input_shape: str | None,
+          dynamic_batch: bool, input_names: str | None, output_names: str | None,
+          max_latency_ms: float | None, max_ram_mb: float | None, max_power_w: float | None,
+          max_storage_mb: float | None, max_accuracy_drop: float | None, prune: float | None,
+          search: bool, quiet: bool, as_json: bool) -> None:
+    """Build an int8 artifact of SOURCE for a target board.
+
+    SOURCE: an .onnx file, a TorchScript .pt, an ExportedProgram .pt2, 'package.module:callable'
+    or 'file.py:Name' (a class or no-argument factory returning an nn.Module).
+    """
     from edgekit.converters import build as run_build
     from edgekit.converters.data import load_preprocess_toml
     from edgekit.targets import list_profiles
@@ -92,11 +118,25 @@ def build(source: str, target: str | None, calib: str | None, val: str | None,
         if value is not None:
             preprocess[key] = value
     fmt = None if formats is None else (["tflite", "onnx"] if formats == "both" else [formats])
+    torch_options: dict[str, Any] = {"weights": weights, "dynamic_batch": dynamic_batch,
+                                     "input_names": _csv(input_names),
+                                     "output_names": _csv(output_names)}
+    if input_shape:
+        from edgekit.converters.pytorch.inputs import parse_input_shape
+
+        torch_options["input_shape"] = parse_input_shape(input_shape)
+    budgets = {k: v for k, v in (("latency_ms", max_latency_ms), ("ram_mb", max_ram_mb),
+                                 ("power_w", max_power_w), ("storage_mb", max_storage_mb),
+                                 ("accuracy_drop", max_accuracy_drop)) if v is not None}
+    torch_options.update(budgets=budgets, prune=prune, search=search)
+    if (budgets or search) and click.get_current_context().get_parameter_source(
+            "method") == click.core.ParameterSource.DEFAULT:
+        method = "auto"  # the search tries every calibration method unless one is asked for
     say = (lambda m: None) if quiet else (lambda m: click.echo(m, err=True))
     result = run_build(source, target=target, calib=calib, output=output, report=say,
                        val=val, method=method, calib_samples=calib_samples, formats=fmt,
                        strict_int8=strict_int8, preprocess=preprocess,
-                       activation_type=activation_type, quiet=quiet)
+                       activation_type=activation_type, quiet=quiet, **torch_options)
     click.echo(json.dumps(result.manifest, indent=2) if as_json else result.summary())
 
 

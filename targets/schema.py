@@ -53,6 +53,8 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "latency_ms": (_NUM, True),
         "power_w": (_NUM, True),
         "accuracy_drop": (_NUM, True),
+        # inference rate the power budget is checked at (default: 1000 / latency_ms)
+        "rate_hz": (_NUM, False),
     },
     "emulation": {
         "qemu": ((str,), True),
@@ -64,9 +66,27 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "wheel_platforms": ((list,), True),
         "runtimes": ((list,), True),
     },
-    # Per-target cost model for the offline estimator; optional so that a board
-    # without published figures still loads (the estimator then says so).
-    "cost_model": {},
+    # Per-target cost model for the offline estimator (edgekit.converters.estimate.cost);
+    # optional so that a board without figures still loads (the estimator then says so).
+    # Numbers are per core at one thread; "benchmark" takes them from `edgekit calibrate-host`.
+    "cost_model": {
+        "method": ((str,), True),
+        "source": ((str,), True),
+        **{f"{kind}_{unit}_{dtype}": (_NUM, False)
+           for kind, unit in (("conv", "gmacs"), ("stem", "gmacs"), ("depthwise", "gmacs"),
+                              ("gemm", "gmacs"), ("elementwise", "gops"))
+           for dtype in ("f32", "i8")},
+        "bandwidth_gbs": (_NUM, False),
+        "parallel_efficiency": (_NUM, False),
+        "parallel_efficiency_memory": (_NUM, False),
+        "bandwidth_scaling": (_NUM, False),
+        "op_overhead_us": (_NUM, False),
+        "thread_overhead_us": (_NUM, False),
+        "run_overhead_us": (_NUM, False),
+        "runtime_overhead_mb": (_NUM, False),
+        "weight_copies": (_NUM, False),
+        "cache_mb": (_NUM, False),
+    },
 }
 
 OPTIONAL_SECTIONS = {"cost_model"}
@@ -74,6 +94,7 @@ OPTIONAL_SECTIONS = {"cost_model"}
 ALLOWED_VALUES: dict[tuple[str, str], tuple[str, ...]] = {
     ("runtime", "activation_type"): ("uint8", "int8"),
     ("runtime", "weight_type"): ("int8",),
+    ("cost_model", "method"): ("published", "scaled", "benchmark"),
 }
 ALLOWED_FORMATS = ("tflite", "onnx")
 

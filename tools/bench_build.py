@@ -52,8 +52,9 @@ def interleaved_latency(models: dict[str, bytes | str], x: np.ndarray, threads: 
 
 def bench(label: str, onnx_path: Path, calib: str, x: np.ndarray, rounds: int,
           out_dir: Path) -> dict[str, float]:
-    from edgekit.artifact import read_artifact
     from edgekit.converters import build
+
+    from edgekit.artifact import read_artifact
 
     start = time.perf_counter()
     result = build(str(onnx_path), target="rpi4", calib=calib, output=out_dir / f"{label}.edgekit",

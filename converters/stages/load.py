@@ -58,6 +58,12 @@ class LoadOnnx(Stage):
         from google.protobuf.message import DecodeError
 
         path = Path(str(ctx.config.source))
+        ignored = [flag for flag, value in (("--weights", ctx.config.weights),
+                                            ("--input-shape", ctx.config.input_shape),
+                                            ("--dynamic-batch", ctx.config.dynamic_batch)) if value]
+        if ignored:
+            ctx.warn(f"{', '.join(ignored)} apply to PyTorch sources only; ignored for the ONNX "
+                     f"file {path.name} (its own shapes and weights are used)")
         if not path.is_file():
             raise ModelFormatError(f"{path}: no such model file (expected an .onnx file)")
         ctx.source_info.update(name=path.name, format="onnx", sha256=sha256_file(path),

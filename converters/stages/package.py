@@ -151,6 +151,10 @@ class Package(Stage):
 
 
 def default_output(source: Any, target: str) -> Path:
-    stem = Path(str(source)).stem if isinstance(source, (str, Path)) else type(source).__name__
-    stem = stem.split(":")[-1]
+    if not isinstance(source, (str, Path)):
+        stem = type(source).__name__
+    elif ":" in str(source) and not Path(str(source)).exists():  # module:callable, file.py:Name
+        stem = str(source).rsplit(":", 1)[1]
+    else:
+        stem = Path(str(source)).stem
     return Path.cwd() / f"{stem}.{target}.edgekit"

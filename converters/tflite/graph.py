@@ -7,6 +7,7 @@ to constants, because a TFLite model is written for fixed shapes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,8 +40,11 @@ def _attrs(node: onnx.NodeProto) -> dict:
 
 
 class OnnxGraph:
-    def __init__(self, model: onnx.ModelProto, batch: int = 1) -> None:
+    def __init__(self, model: onnx.ModelProto, batch: int = 1,
+                 rewrite: Callable[[onnx.ModelProto], object] | None = None) -> None:
         model = _fix_batch(model, batch)
+        if rewrite is not None:
+            rewrite(model)  # on our copy, before shapes are inferred
         try:
             model = onnx.shape_inference.infer_shapes(model, data_prop=True)
         except Exception as exc:  # onnx raises several types; all mean "cannot infer"

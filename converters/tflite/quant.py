@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 from edgekit.converters.tflite.schema import S, TType
 
+from edgekit.errors import UnsupportedModelError
+
 INT8_MIN, INT8_MAX = -128, 127
 # LiteRT fixed output ranges (kernels check these): softmax and logistic emit [0, 1) as
 # scale 1/256, zero point -128; tanh emits [-1, 1) as scale 1/128, zero point 0.
@@ -84,10 +86,15 @@ def activation_params(scale: np.ndarray, zero_point: np.ndarray) -> QParams:
     """An ONNX per-tensor activation (uint8 or int8 zero point) as int8 TFLite parameters."""
     scale = np.asarray(scale, np.float32).reshape(-1)
     zp = np.asarray(zero_point).reshape(-1)
+    if zp.dtype not in (np.uint8, np.int8):
+        raise UnsupportedModelError(
+            f"expected 8-bit activations (uint8 or int8 zero points), got {zp.dtype}; the "
+            "tflite writer does not write 16-bit activations")
     shift = -128 if zp.dtype == np.uint8 else 0
     if scale.size != 1:
         # per-channel activations do not exist in LiteRT's int8 kernels
-        raise ValueError(f"expected a per-tensor activation scale, got {scale.size} scales")
+        raise UnsupportedModelError(
+            f"expected a per-tensor activation scale, got {scale.size} scales")
     return QParams.per_tensor(float(scale[0]), int(zp[0]) + shift)
 
 

@@ -63,6 +63,9 @@ OPTIONS: dict[int, tuple[int, type]] = {
     Op.MAXIMUM: (S.BuiltinOptions.MaximumMinimumOptions, S.MaximumMinimumOptionsT),
     Op.MINIMUM: (S.BuiltinOptions.MaximumMinimumOptions, S.MaximumMinimumOptionsT),
     Op.EXP: (S.BuiltinOptions.ExpOptions, S.ExpOptionsT),
+    Op.SPLIT: (S.BuiltinOptions.SplitOptions, S.SplitOptionsT),
+    Op.SPLIT_V: (S.BuiltinOptions.SplitVOptions, S.SplitVOptionsT),
+    Op.STRIDED_SLICE: (S.BuiltinOptions.StridedSliceOptions, S.StridedSliceOptionsT),
     Op.BATCH_MATMUL: (S.BuiltinOptions.BatchMatMulOptions, S.BatchMatMulOptionsT),
 }
 

@@ -7,4 +7,10 @@ imported so that ``edgekit --help`` stays fast and light).
 from __future__ import annotations
 
 COMMANDS: list[str] = [
+    "edgekit.commands.bench",
+    "edgekit.commands.run",
+    "edgekit.commands.doctor",
+    "edgekit.commands.emulate",
+    "edgekit.commands.estimate",
+    "edgekit.commands.calibrate_host",
 ]

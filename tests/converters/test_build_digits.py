@@ -62,8 +62,9 @@ def test_method_auto_keeps_the_closest_candidate(tmp_path):
 
 
 def test_source_model_is_never_modified(tmp_path):
-    from edgekit.artifact import sha256_file
     from edgekit.converters import build
+
+    from edgekit.artifact import sha256_file
 
     from ..conftest import DIGITS_NPZ
 
@@ -84,9 +85,8 @@ def test_synthetic_calibration_is_marked_unverified(tmp_path):
 
 def test_image_folder_calibration_with_labels(tmp_path, digits_data):
     """A folder with one subfolder per class: real PNGs, preprocessing recorded, accuracy measured."""
-    from PIL import Image
-
     from edgekit.converters import build
+    from PIL import Image
 
     x, y = digits_data
     for i in range(120):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from edgekit.converters import build
 from PIL import Image
 
-from edgekit.converters import build
 from edgekit.errors import CalibrationError, ModelFormatError, TargetError, UserError
 
 from ..conftest import DIGITS_NPZ, DIGITS_ONNX

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from edgekit.targets import PROFILE_DIR, list_profiles, load_profile
 
 from edgekit.errors import TargetError
-from edgekit.targets import PROFILE_DIR, list_profiles, load_profile
 
 
 def test_bundled_profiles_load():

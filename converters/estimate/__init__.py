@@ -1,0 +1,15 @@
+"""Offline estimator: params, MACs, memory, latency and energy of a model on a target.
+
+Modules, one job each: ``graph`` (the ONNX graph as a runtime executes it, float32 or
+int8), ``ops`` (fused kernel calls, their work and bytes), ``liveness`` (peak activation
+memory), ``cost`` (per-target latency/energy model), ``calibrate`` (host micro-benchmark
+and cache), ``measure`` (onnxruntime latency and peak-RSS probes), ``estimator`` (the API),
+``table`` (the text report). onnx/onnxruntime are imported inside functions only.
+"""
+
+from __future__ import annotations
+
+from .cost import MODEL_KEYS, CostModel, power_w
+from .estimator import Estimate, Variant, estimate
+
+__all__ = ["MODEL_KEYS", "CostModel", "Estimate", "Variant", "estimate", "power_w"]

@@ -1,0 +1,155 @@
+"""Per-target latency and energy model.
+
+Per op (one kernel call after fusion), at ``T`` threads::
+
+    time = overhead(T)
+         + max(macs / (mac_rate[kind, dtype] * S(T)), weight_bytes / (bandwidth * B(T)))
+         + elements / (element_rate[dtype] * S(T))
+    S(T) = 1 + (T - 1) * parallel_efficiency        compute scales with the threads
+                                                    (depthwise and elementwise kernels, bound
+                                                    by memory, use parallel_efficiency_memory)
+    B(T) = 1 + (T - 1) * bandwidth_scaling          DRAM traffic scales less (shared bus)
+    overhead(T) = op_overhead + (T - 1) * thread_overhead   dispatch, and waking the pool
+MAC kernels always split across the pool; an elementwise op splits only when that is
+faster than running it on one thread (runtimes size their work chunks to that end).
+
+Conv, depthwise and gemm kernels run their multiply-accumulates (or, when the weights are
+larger than the arithmetic, stream them from memory: batch-1 fully connected layers; not
+when all the model's weights fit in the last-level cache, ``cache_mb``, where repeated
+inferences find them), then
+a separate pass over their output (bias, activation, requantization, layout) at the
+elementwise rate. Elementwise ops are that pass alone (``elements`` = element operations).
+Kernels do these passes one after the other, so the times add. Each inference adds a
+fixed ``run_overhead`` (the runtime's call into the graph, binding inputs and outputs).
+
+Energy per inference is ``power(T) * latency`` with
+``power(T) = idle_w + T * (full_load_w - idle_w) / cores``.
+
+Rates come from the profile's ``[cost_model]`` (published figures, or scaled from a board
+that has them) or, for ``method = "benchmark"``, from ``edgekit calibrate-host``'s cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from edgekit.errors import TargetError
+
+from .ops import KINDS, Op
+
+DTYPES = {"float32": "f32", "int8": "i8"}
+# [cost_model] numeric keys (the schema in targets/schema.py lists the same names)
+RATE_KEYS = [f"{kind}_{'gops' if kind == 'elementwise' else 'gmacs'}_{tag}"
+             for kind in KINDS for tag in DTYPES.values()]
+MODEL_KEYS = RATE_KEYS + [
+    "bandwidth_gbs", "parallel_efficiency", "parallel_efficiency_memory", "bandwidth_scaling",
+    "op_overhead_us",
+    "thread_overhead_us", "run_overhead_us", "runtime_overhead_mb", "weight_copies", "cache_mb",
+]
+
+
+PER_KIND = "parallel_efficiency_of_"  # + "conv_f32" ...: measured per kernel kind (host)
+
+
+def rate_key(kind: str, dtype: str) -> str:
+    unit = "gops" if kind == "elementwise" else "gmacs"
+    return f"{kind}_{unit}_{DTYPES[dtype]}"
+
+
+@dataclass(frozen=True)
+class CostModel:
+    values: dict[str, float]  # MODEL_KEYS -> number, in the units their names say
+    method: str  # published | scaled | benchmark
+    source: str
+    per_kind: dict[str, float] = field(default_factory=dict)  # "conv_f32" -> efficiency
+
+    @classmethod
+    def from_profile(cls, profile: Any, calibrate: bool = True) -> CostModel:
+        """The profile's cost model; ``host`` reads (or makes) the calibration cache."""
+        section = dict(profile.data.get("cost_model") or {})
+        if not section:
+            raise TargetError(
+                f"target {profile.name!r} has no [cost_model] section; the estimator needs one "
+                f"with keys {', '.join(MODEL_KEYS)}"
+            )
+        method = section.get("method", "")
+        if method == "benchmark":
+            from .calibrate import load_or_calibrate
+
+            cached = load_or_calibrate(run=calibrate)
+            section = {**section, **cached["rates"]}
+            source = f"{section.get('source', '')} (cache {cached['path']})".strip()
+        else:
+            source = section.get("source", "")
+        missing = [k for k in MODEL_KEYS if k not in section]
+        if missing:
+            raise TargetError(
+                f"target {profile.name!r}: [cost_model] lacks {', '.join(missing)} "
+                f"(method {method!r})"
+            )
+        per_kind = {k[len(PER_KIND):]: float(v) for k, v in section.items()
+                    if k.startswith(PER_KIND)}
+        return cls({k: float(section[k]) for k in MODEL_KEYS}, method, source, per_kind)
+
+    def op_seconds(self, op: Op, threads: int, cached: bool = False) -> float:
+        v = self.values
+        extra = max(threads, 1) - 1
+        overhead = v["op_overhead_us"] * 1e-6
+        if op.kind == "alias":
+            return overhead
+        if op.kind != "elementwise":  # MAC kernels always split across the pool
+            overhead += extra * v["thread_overhead_us"] * 1e-6
+        speedup = self.speedup(op, threads)
+        element_rate = v[rate_key("elementwise", op.dtype)] * 1e9 * speedup
+        if op.kind == "elementwise":  # split only when that pays for waking the pool
+            alone = op.macs / (element_rate / speedup)
+            split = op.macs / element_rate + extra * v["thread_overhead_us"] * 1e-6
+            return overhead + min(alone, split)
+        mac_rate = v[rate_key(op.kind, op.dtype)] * 1e9 * speedup
+        bandwidth = v["bandwidth_gbs"] * 1e9 * (1 + extra * v["bandwidth_scaling"])
+        streaming = 0.0 if cached else op.weight_bytes / bandwidth
+        compute = max(op.macs / mac_rate, streaming)
+        return overhead + compute + op.out_elems / element_rate
+
+    def speedup(self, op: Op, threads: int) -> float:
+        """S(T) for this op's kind. A host calibration measures each kernel kind (a kernel
+        may even slow down when split); profiles give one figure for compute-bound and one
+        for memory-bound (depthwise, elementwise) kernels."""
+        memory_bound = op.kind in ("depthwise", "elementwise")
+        default = self.values["parallel_efficiency_memory" if memory_bound
+                              else "parallel_efficiency"]
+        efficiency = self.per_kind.get(f"{op.kind}_{DTYPES[op.dtype]}", default)
+        return max(1 + (max(threads, 1) - 1) * efficiency, 0.3)
+
+    def latency(self, ops: list[Op], threads: int) -> float:
+        """Seconds per inference at batch 1 (the fixed cost of one run call included)."""
+        cached = self.cached(ops)
+        return self.values["run_overhead_us"] * 1e-6 + sum(
+            self.op_seconds(op, threads, cached) for op in ops)
+
+    def cached(self, ops: list[Op]) -> bool:
+        """True when every weight fits in the last-level cache together."""
+        return sum(op.weight_bytes for op in ops) <= self.values["cache_mb"] * 2**20
+
+    def latency_by_kind(self, ops: list[Op], threads: int) -> dict[str, float]:
+        result: dict[str, float] = {}
+        cached = self.cached(ops)
+        for op in ops:
+            result[op.kind] = result.get(op.kind, 0.0) + self.op_seconds(op, threads, cached)
+        return result
+
+    def ram_bytes(self, weight_bytes: int, activation_bytes: int) -> int:
+        """Peak resident memory while loading and running: weights (held ``weight_copies``
+        times at the peak of loading), the activation arena and the runtime itself."""
+        v = self.values
+        return int(weight_bytes * v["weight_copies"] + activation_bytes
+                   + v["runtime_overhead_mb"] * 2**20)
+
+
+def power_w(profile: Any, threads: int) -> float:
+    """Board power with ``threads`` cores busy: idle plus a per-core share of the load."""
+    power = profile.power
+    cores = max(int(profile.cpu["cores"]), 1)
+    busy = min(max(threads, 1), cores)
+    return float(power["idle_w"]) + busy * (power["full_load_w"] - power["idle_w"]) / cores

@@ -1,0 +1,144 @@
+"""Offline estimate of a model on a target: size, work, memory, latency and energy.
+
+    from edgekit.converters.estimate import estimate
+    est = estimate("model.onnx", "rpi4")
+    est.variants["int8"].latency_s[4]      # seconds per inference at 4 threads
+    print(est.table())
+
+Both variants are always estimated: ``float32`` (every Q/DQ stripped) and ``int8`` (a QDQ
+model as stored, or what quantize_static would make of a float model).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .cost import CostModel, power_w
+from .graph import Graph, load_model, read_graph
+from .liveness import peak_activations
+from .ops import KINDS, Op, build_ops
+
+
+@dataclass
+class Variant:
+    precision: str
+    params: int
+    macs: int  # conv, depthwise and gemm multiply-accumulates
+    element_ops: int  # everything else (elementwise, pooling, normalization...)
+    macs_by_kind: dict[str, int]
+    weight_bytes: int
+    activation_bytes: int  # peak of live activations
+    peak_op: str
+    ram_bytes: int  # weights (as held while loading) + activations + runtime overhead
+    kernels: int  # kernel calls after fusion
+    latency_s: dict[int, float] = field(default_factory=dict)  # threads -> seconds
+    power_w: dict[int, float] = field(default_factory=dict)
+    energy_j: dict[int, float] = field(default_factory=dict)
+    latency_by_kind: dict[str, float] = field(default_factory=dict)  # at the profile's threads
+
+
+@dataclass
+class Estimate:
+    model: str
+    target: str
+    method: str
+    source: str
+    threads: list[int]
+    stored: str  # precision as stored: float32 or int8
+    stored_bytes_by_dtype: dict[str, int]
+    stored_params_by_dtype: dict[str, int]
+    variants: dict[str, Variant]
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for variant in data["variants"].values():
+            for key in ("latency_s", "power_w", "energy_j"):
+                variant[key] = {str(k): v for k, v in variant[key].items()}
+        return data
+
+    def table(self) -> str:
+        from .table import format_table
+
+        return format_table(self)
+
+
+def analyse(source: Any, precision: str, model: CostModel, threads: list[int],
+            profile: Any) -> tuple[Variant, Graph, list[Op]]:
+    """One variant: graph -> kernel calls -> figures."""
+    graph = read_graph(source, precision)
+    ops = build_ops(graph)
+    weights = {w for op in ops if op.kind != "alias" for w in op.weight_names}
+    weight_bytes = sum(graph.info(w).nbytes for w in weights)
+    # parameters: weights and biases, not quantization scales or int64 shape constants
+    params = sum(graph.info(w).numel for w in weights
+                 if w not in graph.qparams and graph.info(w).itemsize != 8)
+    live = peak_activations(graph, ops)
+    by_kind: Counter[str] = Counter()
+    for op in ops:
+        by_kind[op.kind] += op.macs
+    macs = sum(by_kind[k] for k in KINDS if k != "elementwise")
+    variant = Variant(
+        precision=precision, params=params, macs=macs, element_ops=by_kind["elementwise"],
+        macs_by_kind={k: by_kind[k] for k in KINDS}, weight_bytes=weight_bytes,
+        activation_bytes=live.peak_bytes, peak_op=live.peak_op,
+        ram_bytes=model.ram_bytes(weight_bytes, live.peak_bytes),
+        kernels=sum(1 for op in ops),
+    )
+    for t in threads:
+        seconds = model.latency(ops, t)
+        variant.latency_s[t] = seconds
+        variant.power_w[t] = power_w(profile, t)
+        variant.energy_j[t] = variant.power_w[t] * seconds
+    variant.latency_by_kind = model.latency_by_kind(ops, threads[-1])
+    return variant, graph, ops
+
+
+def estimate(source: Any, target: Any = "rpi4", threads: list[int] | None = None,
+             calibrate: bool = True) -> Estimate:
+    """Estimate ``source`` (ONNX path, ``.edgekit`` path or ModelProto) on ``target``.
+
+    ``threads`` defaults to 1 and the profile's thread count. ``calibrate=False`` makes the
+    ``host`` target fail instead of running the micro-benchmark when nothing is cached.
+    """
+    from edgekit.targets import Profile, load_profile
+
+    profile = target if isinstance(target, Profile) else load_profile(target)
+    model_proto = load_model(source)
+    cost = CostModel.from_profile(profile, calibrate=calibrate)
+    if threads is None:
+        threads = sorted({1, profile.threads})
+    stored_bytes: Counter[str] = Counter()
+    stored_params: Counter[str] = Counter()
+    from onnx import helper
+
+    for init in model_proto.graph.initializer:
+        try:
+            dtype = str(helper.tensor_dtype_to_np_dtype(init.data_type))
+        except (KeyError, TypeError, ValueError):
+            dtype = f"onnx:{init.data_type}"
+        count = 1
+        for dim in init.dims:
+            count *= int(dim)
+        stored_params[dtype] += count
+        stored_bytes[dtype] += count * helper.tensor_dtype_to_np_dtype(init.data_type).itemsize \
+            if not dtype.startswith("onnx:") else 0
+    stored = "int8" if any(n.op_type == "DequantizeLinear" for n in model_proto.graph.node) \
+        else "float32"
+    variants: dict[str, Variant] = {}
+    warnings: list[str] = []
+    for precision in ("float32", "int8"):
+        variant, graph, _ = analyse(model_proto, precision, cost, threads, profile)
+        variants[precision] = variant
+        if graph.unknown_shapes and precision == "float32":
+            warnings.append(
+                f"{len(graph.unknown_shapes)} tensor(s) without an inferred shape (e.g. "
+                f"{graph.unknown_shapes[0]!r}): their bytes and MACs are not counted")
+    name = str(source) if not hasattr(source, "graph") else (model_proto.graph.name or "<model>")
+    return Estimate(model=name, target=profile.name, method=cost.method, source=cost.source,
+                    threads=list(threads), stored=stored,
+                    stored_bytes_by_dtype=dict(stored_bytes),
+                    stored_params_by_dtype=dict(stored_params), variants=variants,
+                    warnings=warnings)

@@ -1,0 +1,274 @@
+"""The estimator's view of an ONNX model: tensors with byte sizes, and the nodes that execute.
+
+Runtimes do not execute an ONNX file node by node: they fold constant subgraphs, drop
+Identity/Dropout, and fuse QuantizeLinear/DequantizeLinear pairs around a node into one
+int8 kernel (QLinearConv, QLinearMatMul, ...). The estimator costs what runs, so this
+module rewrites a graph into that form, in one of two precisions:
+
+* ``float32``: every Q/DQ pair dropped, every tensor float (the float variant of any model);
+* ``int8``: a QDQ model as its runtime fuses it, or, for a float model, the graph that
+  post-training static quantization (onnxruntime ``quantize_static``, QDQ) would produce.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgekit.errors import ModelFormatError, UnsupportedModelError
+
+QDQ = {"QuantizeLinear", "DequantizeLinear"}
+DROPPED = {"Identity", "Dropout"}  # removed by every runtime's graph optimizer
+# Nodes whose output is known at load time when their input shape is static.
+SHAPE_OPS = {"Shape", "Size"}
+
+
+@dataclass
+class TensorInfo:
+    shape: tuple[int, ...] | None  # None: shape inference could not tell
+    itemsize: int
+    floating: bool = True  # float data (what quantization turns into 8-bit)
+
+    @property
+    def numel(self) -> int:
+        if self.shape is None:
+            return 0
+        count = 1
+        for dim in self.shape:
+            count *= max(int(dim), 0)
+        return count
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.itemsize
+
+
+@dataclass
+class Node:
+    name: str
+    op_type: str
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    int8: bool = False
+
+
+@dataclass
+class Graph:
+    """Executed nodes in execution order, plus every tensor they touch."""
+
+    nodes: list[Node]
+    tensors: dict[str, TensorInfo]
+    consts: set[str]  # initializers and folded constants
+    qparams: set[str]  # scales and zero points of Q/DQ: memory, but not parameters
+    inputs: list[str]
+    outputs: list[str]
+    precision: str
+    unknown_shapes: list[str] = field(default_factory=list)
+
+    def info(self, name: str) -> TensorInfo:
+        return self.tensors.get(name) or TensorInfo(None, 4)
+
+
+def load_model(source: Any) -> Any:
+    """An ``onnx.ModelProto`` from a ModelProto, an ``.onnx`` file or a built ``.edgekit``."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    if isinstance(source, onnx.ModelProto):
+        return source
+    path = Path(str(source))
+    if not path.is_file():
+        raise ModelFormatError(f"{path}: no such model file (expected an .onnx or .edgekit file)")
+    if path.suffix == ".edgekit":
+        from edgekit.artifact import read_artifact
+
+        artifact = read_artifact(path)
+        entries = [m for m in artifact.manifest.get("models", []) if m.get("format") == "onnx"]
+        if not entries:
+            formats = [m.get("format") for m in artifact.manifest.get("models", [])]
+            raise UnsupportedModelError(
+                f"{path}: the estimator reads the artifact's ONNX model; it holds {formats}"
+            )
+        return onnx.load_model(io.BytesIO(artifact.read(entries[0]["path"])))
+    try:
+        return onnx.load(str(path))
+    except (DecodeError, ValueError, RuntimeError, OSError) as exc:
+        raise ModelFormatError(f"{path}: not a readable ONNX model: {exc}") from exc
+
+
+def _fix_dims(model: Any, batch: int) -> Any:
+    """A copy with every symbolic input dim set (batch for the first, 1 otherwise)."""
+    import onnx
+
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    inits = {i.name for i in fixed.graph.initializer}
+    for vi in fixed.graph.input:
+        if vi.name in inits:
+            continue
+        for axis, dim in enumerate(vi.type.tensor_type.shape.dim):
+            if not dim.HasField("dim_value") or dim.dim_value <= 0:
+                dim.Clear()
+                dim.dim_value = batch if axis == 0 else 1
+    return onnx.shape_inference.infer_shapes(fixed, strict_mode=False, data_prop=True)
+
+
+FLOAT_TYPES = {1, 10, 11, 16}  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
+
+
+def _itemsize(elem_type: int) -> int:
+    from onnx import helper
+
+    try:
+        return int(helper.tensor_dtype_to_np_dtype(elem_type).itemsize)
+    except (KeyError, TypeError, ValueError):
+        return 4
+
+
+def _tensor_table(model: Any) -> dict[str, TensorInfo]:
+    table: dict[str, TensorInfo] = {}
+    graph = model.graph
+    for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+        ttype = vi.type.tensor_type
+        shape = None
+        if ttype.HasField("shape"):
+            dims = [d.dim_value if d.HasField("dim_value") else -1 for d in ttype.shape.dim]
+            shape = None if any(d < 0 for d in dims) else tuple(dims)
+        table[vi.name] = TensorInfo(shape, _itemsize(ttype.elem_type),
+                                    ttype.elem_type in FLOAT_TYPES)
+    for init in graph.initializer:
+        table[init.name] = TensorInfo(tuple(init.dims), _itemsize(init.data_type),
+                                      init.data_type in FLOAT_TYPES)
+    for node in graph.node:
+        if node.op_type == "Constant":
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            if value is not None:
+                table[node.output[0]] = TensorInfo(tuple(value.dims), _itemsize(value.data_type),
+                                                   value.data_type in FLOAT_TYPES)
+    return table
+
+
+def _nodes(model: Any) -> list[Node]:
+    from onnx import helper
+
+    nodes = []
+    for index, node in enumerate(model.graph.node):
+        if node.domain not in ("", "ai.onnx", "com.microsoft"):
+            raise UnsupportedModelError(
+                f"node {node.name or index!r} is in domain {node.domain!r}; the estimator reads "
+                "standard ONNX (and com.microsoft) ops"
+            )
+        if any(a.type in (helper.AttributeProto.GRAPH, helper.AttributeProto.GRAPHS)
+               for a in node.attribute):
+            raise UnsupportedModelError(
+                f"node {node.name or index!r} ({node.op_type}) has a subgraph; the estimator "
+                "needs a flat graph (control flow is not supported)"
+            )
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute
+                 if a.type != helper.AttributeProto.TENSOR}
+        nodes.append(Node(f"{node.name or node.op_type}#{index}", node.op_type,
+                          list(node.input), list(node.output), attrs))
+    return nodes
+
+
+def _constants(nodes: list[Node], model: Any, tensors: dict[str, TensorInfo]) -> set[str]:
+    """Tensors known at load time: runtimes fold the nodes that compute only from them.
+
+    DequantizeLinear is never folded (runtimes keep it to fuse int8 kernels).
+    """
+    consts = {i.name for i in model.graph.initializer}
+    for node in nodes:
+        data = [i for i in node.inputs if i]
+        if node.op_type == "DequantizeLinear":
+            continue
+        static_shape = node.op_type in SHAPE_OPS and tensors.get(data[0], TensorInfo(None, 4)).shape
+        if static_shape or all(i in consts for i in data):
+            consts.update(o for o in node.outputs if o)
+    return consts
+
+
+def read_graph(source: Any, precision: str = "float32", batch: int = 1) -> Graph:
+    """Load, infer shapes and rewrite a model into what a runtime executes at ``precision``."""
+    if precision not in ("float32", "int8"):
+        raise UnsupportedModelError(f"precision must be 'float32' or 'int8', got {precision!r}")
+    model = _fix_dims(load_model(source), batch)
+    tensors = _tensor_table(model)
+    nodes = _nodes(model)
+    consts = _constants(nodes, model, tensors)
+    init_names = {i.name for i in model.graph.initializer}
+    inputs = [vi.name for vi in model.graph.input if vi.name not in init_names]
+    outputs = [vi.name for vi in model.graph.output]
+    qparams = {i for n in nodes if n.op_type in QDQ for i in n.inputs[1:] if i in consts}
+    live = [n for n in nodes if not all(o in consts for o in n.outputs if o)]
+    open_shapes = sorted({t for n in live for t in n.inputs + n.outputs if t and t not in consts
+                          and tensors.get(t, TensorInfo(None, 4)).shape is None})
+    if open_shapes:
+        _probe_shapes(model, open_shapes, tensors)
+    has_qdq = any(n.op_type in QDQ for n in live)
+    from .quantized import fuse_qdq, simulate_int8, strip_qdq
+
+    if precision == "float32":
+        live, alias = strip_qdq(live, tensors, consts)
+    elif has_qdq:
+        live, alias = fuse_qdq(live, consts, outputs)
+    else:
+        live, alias = simulate_int8(live, tensors, consts, outputs)
+    live, drop_alias = _drop_identities(live)
+    alias.update(drop_alias)
+    for node in live:
+        node.inputs = [resolve(alias, i) for i in node.inputs]
+    outputs = [resolve(alias, o) for o in outputs]
+    used = {t for n in live for t in n.inputs + n.outputs if t and t not in consts}
+    unknown = sorted(t for t in used if tensors.get(t, TensorInfo(None, 4)).shape is None)
+    return Graph(live, tensors, consts, qparams, inputs, outputs, precision, unknown)
+
+
+def _probe_shapes(model: Any, names: list[str], tensors: dict[str, TensorInfo]) -> None:
+    """Shapes that onnx's inference left open (shapes computed at run time by Shape ->
+    Gather -> Concat -> Reshape chains): run the model once on zeros with onnxruntime,
+    asking for those tensors too. Quietly does nothing when that is not possible."""
+    try:
+        import numpy as np
+        import onnx
+        import onnxruntime as ort
+        from onnx import helper
+    except ImportError:
+        return
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    known = {o.name for o in probe.graph.output}
+    wanted = [n for n in names if n not in known]
+    probe.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in wanted)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 4
+    try:
+        session = ort.InferenceSession(probe.SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
+        dtypes = {"tensor(float)": np.float32, "tensor(int64)": np.int64,
+                  "tensor(int32)": np.int32, "tensor(uint8)": np.uint8, "tensor(int8)": np.int8}
+        feeds = {i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape],
+                                  dtypes.get(i.type, np.float32)) for i in session.get_inputs()}
+        values = session.run(names, feeds)
+    except Exception:  # onnxruntime raises its own untyped errors; shapes stay unknown
+        return
+    for name, value in zip(names, values, strict=True):
+        value = np.asarray(value)
+        tensors[name] = TensorInfo(tuple(value.shape), value.dtype.itemsize,
+                                   value.dtype.kind == "f")
+
+
+def resolve(alias: dict[str, str], name: str) -> str:
+    seen = 0
+    while name in alias and seen < 10_000:
+        name = alias[name]
+        seen += 1
+    return name
+
+
+def _drop_identities(nodes: list[Node]) -> tuple[list[Node], dict[str, str]]:
+    alias = {n.outputs[0]: n.inputs[0] for n in nodes if n.op_type in DROPPED}
+    return [n for n in nodes if n.op_type not in DROPPED], alias

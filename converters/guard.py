@@ -1,0 +1,239 @@
+"""Accuracy guard: per-layer quantization sensitivity, and keeping the worst layers in float.
+
+Sensitivity, in the spirit of onnxruntime's ``qdq_loss_debug`` (which compares each tensor of
+a QDQ model with the float model's): for every tensor the int8 model quantizes, take the
+float model, quantize *only that tensor* exactly as the int8 model does (an activation
+through a QuantizeLinear/DequantizeLinear pair with the calibrated scale and zero point, a
+weight replaced by its dequantized int8 values via ``qdq_loss_debug.create_weight_matching``),
+run it on calibration inputs and measure the model output's signal-to-quantization-noise
+ratio (SQNR, dB) against float. Measuring at the output, one tensor at a time, tells how
+much each tensor's quantization alone costs, without the accumulated error of all the
+others that a per-tensor comparison inside the int8 model mixes in.
+
+Keeping a tensor float takes the nodes that would quantize it: for a weight, the node that
+reads it; for an activation, the node producing it (with the activation ops fused into it)
+and every node reading it (onnxruntime quantizes a tensor when its producer *or* any
+consumer is quantized). ``guard`` keeps the fix sets of the most sensitive tensors float,
+one more at a time, rebuilding and validating after each, until the accuracy budget is met.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .context import Dataset
+from .runner import run_dataset, session
+
+SAMPLES = 32  # calibration samples per sensitivity run
+MAX_STEPS = 8  # rebuilds the guard tries before giving up
+FUSED_ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh"}
+Q_SUFFIX = "_QuantizeLinear_Input"  # onnxruntime renames a graph output it quantizes
+
+
+@dataclass
+class Sensitivity:
+    tensor: str
+    kind: str  # "activation" | "weight"
+    nodes: list[str]  # nodes to keep float so that this tensor is not quantized
+    sqnr_db: float  # output SQNR with only this tensor quantized (lower = more sensitive)
+    top1_agreement: float | None = None
+
+    def reason(self) -> str:
+        agree = ("" if self.top1_agreement is None
+                 else f", top-1 agreement with float {self.top1_agreement:.1%}")
+        return (f"quantizing {self.kind} {self.tensor!r} alone leaves {self.sqnr_db:.1f} dB "
+                f"output SQNR{agree}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tensor": self.tensor, "kind": self.kind, "nodes": self.nodes,
+                "sqnr_db": round(self.sqnr_db, 2), "top1_agreement": self.top1_agreement,
+                "reason": self.reason()}
+
+
+def sqnr_db(reference: list[np.ndarray], got: list[np.ndarray]) -> float:
+    signal = sum(float(np.sum(r.astype(np.float64) ** 2)) for r in reference)
+    noise = sum(float(np.sum((r.astype(np.float64) - g) ** 2))
+                for r, g in zip(reference, got, strict=True))
+    return float(10 * np.log10(max(signal, 1e-30) / max(noise, 1e-30)))
+
+
+def _graph_maps(model: Any) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    producer = {out: node for node in model.graph.node for out in node.output}
+    consumers: dict[str, list[Any]] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    return producer, consumers
+
+
+def fix_set(model: Any, tensor: str, kind: str) -> list[str]:
+    """Names of the nodes to exclude from quantization so that ``tensor`` stays float."""
+    producer, consumers = _graph_maps(model)
+    nodes = [n.name for n in consumers.get(tensor, [])]
+    if kind == "activation":
+        node = producer.get(tensor)
+        while node is not None:
+            nodes.append(node.name)
+            if node.op_type not in FUSED_ACTIVATIONS or not node.input:
+                break
+            upstream = node.input[0]
+            if len(consumers.get(upstream, [])) != 1:
+                break
+            node = producer.get(upstream)
+    return sorted(set(nodes))
+
+
+def _quantized_activations(qdq: Any, float_tensors: set[str]) -> dict[str, tuple[Any, Any]]:
+    """Float tensor name -> (scale, zero point) initializers of the QuantizeLinear on it."""
+    inits = {i.name: i for i in qdq.graph.initializer}
+    found = {}
+    for node in qdq.graph.node:
+        if node.op_type != "QuantizeLinear" or node.input[0] in inits:
+            continue
+        name = node.input[0].removesuffix(Q_SUFFIX)
+        if name in float_tensors and len(node.input) > 2 and node.input[1] in inits:
+            found.setdefault(name, (inits[node.input[1]], inits[node.input[2]]))
+    return found
+
+
+def _with_fake_quant(model: Any, tensor: str, scale: Any, zero: Any) -> bytes:
+    """``model`` with ``tensor`` passed through a Q/DQ pair (its readers see the int8 grid)."""
+    import onnx
+    from onnx import helper
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    graph = copy.graph
+    s_name, z_name = f"{tensor}__ek_scale", f"{tensor}__ek_zero"
+    graph.initializer.extend([_renamed(scale, s_name), _renamed(zero, z_name)])
+    inputs = {i.name for i in graph.input}
+    if tensor in inputs:
+        source, target = tensor, f"{tensor}__ek_fq"
+        for node in graph.node:
+            node.input[:] = [target if i == tensor else i for i in node.input]
+        at = 0
+    else:  # the producer writes a new name; the Q/DQ pair writes the old one for every reader
+        source, target = f"{tensor}__ek_float", tensor
+        at = 0
+        for index, node in enumerate(graph.node):
+            if tensor in node.output:
+                node.output[:] = [source if o == tensor else o for o in node.output]
+                at = index + 1
+                break
+    pair = [helper.make_node("QuantizeLinear", [source, s_name, z_name], [f"{tensor}__ek_q"]),
+            helper.make_node("DequantizeLinear", [f"{tensor}__ek_q", s_name, z_name], [target])]
+    for offset, node in enumerate(pair):
+        graph.node.insert(at + offset, node)
+    return copy.SerializeToString()
+
+
+def _renamed(init: Any, name: str) -> Any:
+    from onnx import TensorProto
+
+    out = TensorProto()
+    out.CopyFrom(init)
+    out.name = name
+    return out
+
+
+def _with_weight(model: Any, name: str, values: np.ndarray) -> bytes:
+    import onnx
+    from onnx import numpy_helper
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for init in copy.graph.initializer:
+        if init.name == name:
+            init.CopyFrom(numpy_helper.from_array(values.astype(np.float32), name))
+    return copy.SerializeToString()
+
+
+def sensitivity(float_path: Path, qdq_path: Path, data: Dataset,
+                samples: int = SAMPLES) -> list[Sensitivity]:
+    """Every tensor the int8 model quantizes, most sensitive (lowest output SQNR) first."""
+    import onnx
+    from onnxruntime.quantization.qdq_loss_debug import create_weight_matching
+
+    model = onnx.load(str(float_path))
+    qdq = onnx.load(str(qdq_path))
+    subset = data.take(slice(0, min(samples, len(data))))
+    reference = run_dataset(float_path, subset)
+    classifier = reference[0].ndim == 2 and reference[0].shape[1] > 1
+    tensors = {o for n in model.graph.node for o in n.output} | {i.name for i in model.graph.input}
+    weights = {i.name for i in model.graph.initializer}
+
+    def measure(variant: bytes) -> tuple[float, float | None]:
+        got = run_dataset(session(variant, threads=1), subset)
+        agree = (float((got[0].argmax(1) == reference[0].argmax(1)).mean())
+                 if classifier else None)
+        return sqnr_db(reference, got), agree
+
+    results: list[Sensitivity] = []
+    for tensor, (scale, zero) in _quantized_activations(qdq, tensors).items():
+        db, agree = measure(_with_fake_quant(model, tensor, scale, zero))
+        results.append(Sensitivity(tensor, "activation", fix_set(model, tensor, "activation"),
+                                   db, agree))
+    matched = create_weight_matching(str(float_path), str(qdq_path))
+    for name, pair in matched.items():
+        values = pair.get("dequantized")
+        if name not in weights or values is None or np.asarray(values).ndim < 2:
+            continue  # biases (int32, scale from input x weight) add no measurable noise
+        db, agree = measure(_with_weight(model, name, np.asarray(values)))
+        results.append(Sensitivity(name, "weight", fix_set(model, name, "weight"), db, agree))
+    return sorted(results, key=lambda s: s.sqnr_db)
+
+
+def steps(ranking: list[Sensitivity], max_steps: int = MAX_STEPS) -> list[list[Sensitivity]]:
+    """Cumulative choices: the k most sensitive tensors whose fix sets add new nodes."""
+    chosen: list[Sensitivity] = []
+    covered: set[str] = set()
+    plans = []
+    for item in ranking:
+        if len(plans) >= max_steps:
+            break
+        if item.nodes and not set(item.nodes) <= covered:
+            chosen.append(item)
+            covered |= set(item.nodes)
+            plans.append(list(chosen))
+    return plans
+
+
+@dataclass
+class GuardResult:
+    keep_float: list[str]
+    layers: list[Sensitivity]
+    met: bool
+    history: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"keep_float": self.keep_float, "met": self.met,
+                "layers": [s.to_dict() for s in self.layers], "history": self.history}
+
+
+def nodes_of(plan: list[Sensitivity]) -> list[str]:
+    return sorted({n for item in plan for n in item.nodes})
+
+
+def guard(ranking: list[Sensitivity], attempt: Callable[[list[Sensitivity]], Any],
+          met: Callable[[Any], bool], give_up: Callable[[Any], bool],
+          max_steps: int = MAX_STEPS) -> GuardResult:
+    """Keep more sensitive tensors float, one more at a time, until ``met(attempt(plan))``.
+
+    ``attempt`` rebuilds with ``nodes_of(plan)`` float and returns its result; ``give_up``
+    stops early (another budget broke, so more float layers can only make it worse).
+    """
+    history: list[dict[str, Any]] = []
+    last: list[Sensitivity] = []
+    for plan in steps(ranking, max_steps):
+        result = attempt(plan)
+        last = plan
+        history.append({"float_tensors": [p.tensor for p in plan], "nodes": nodes_of(plan),
+                        "met": bool(met(result))})
+        if met(result) or give_up(result):
+            break
+    return GuardResult(nodes_of(last), last, bool(history and history[-1]["met"]), history)

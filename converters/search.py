@@ -1,0 +1,333 @@
+"""Budget-fitting search: pruning ratio x calibration method x float fallback.
+
+Runs instead of the plain pipeline when budgets are given (``--max-*`` flags,
+``build(budgets=...)``) or ``--search``. The source is loaded (or exported) and its data
+read once; then, cheapest first:
+
+1. for each pruning ratio (0 first, then more): prune, and *estimate* the pruned
+   architecture; a ratio whose int8 estimate already misses the RAM, latency or power
+   budget is recorded and skipped before anything is calibrated;
+2. for each calibration method (minmax first): calibrate, quantize, validate against the
+   *dense* float model on the validation data, estimate, check every budget;
+3. when a ratio's best candidate fits the hardware budgets but misses the accuracy budget,
+   the accuracy guard (``converters.guard``) keeps its most sensitive layers float, one
+   more per rebuild, until the accuracy budget is met.
+
+The search stops at the first candidate meeting every budget with margin; ratios beyond
+the first one with a fitting candidate are not tried (more pruning only costs accuracy).
+The winner is the most accurate candidate within budget (ties: faster, then smaller); it
+alone is packaged, and the manifest keeps the ranked table of every candidate (as Olive's
+``models_rank.json``). If none fits, ``BudgetError`` (exit 3) carries a table saying which
+budget each candidate missed and by how much, and no artifact is written.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgekit.errors import BudgetError, TargetError, UserError
+
+from . import budgets as B
+from .context import CALIBRATION_METHODS, BuildContext
+from .pipeline import Pipeline
+from .runner import run_dataset
+
+RATIOS = (0.0, 0.25, 0.375, 0.5, 0.625, 0.75)
+
+
+@dataclass
+class Candidate:
+    id: str
+    ratio: float
+    method: str | None  # None: rejected on the estimate, never calibrated
+    float_nodes: list[str]
+    figures: dict[str, Any]
+    verdict: B.Verdict
+    seconds: float = 0.0
+    ctx: BuildContext | None = field(default=None, repr=False)
+    accuracy: dict[str, Any] = field(default_factory=dict)
+    guard_plan: list[Any] = field(default_factory=list)  # guard.Sensitivity items kept float
+
+    @property
+    def built(self) -> bool:
+        return self.method is not None
+
+    def rank_key(self) -> tuple[float, ...]:
+        f = self.figures
+        return (f.get("accuracy_drop", np.inf), f.get("latency_ms", np.inf),
+                f.get("storage_mb", np.inf))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "prune_ratio": self.ratio, "method": self.method,
+                "float_nodes": len(self.float_nodes), "stage": "built" if self.built else
+                "estimated", "fits": self.verdict.fits, "figures": self.figures,
+                "checks": self.verdict.to_dict(), "missed": [c.miss() for c in self.verdict.missed],
+                "seconds": round(self.seconds, 2)}
+
+
+def fork(ctx: BuildContext, name: str) -> BuildContext:
+    """An independent copy of a build context, working in its own subfolder."""
+    workdir = ctx.workdir / name
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = dataclasses.replace(ctx.config, extra=dict(ctx.config.extra))
+    return dataclasses.replace(
+        ctx, config=config, workdir=workdir, source_info=dict(ctx.source_info),
+        inputs=copy.deepcopy(ctx.inputs), outputs=copy.deepcopy(ctx.outputs), ranges={},
+        candidates={}, quant_path=None, quantization={}, validation={}, models=[],
+        model_bytes={}, extra_manifest=copy.deepcopy(ctx.extra_manifest),
+        stages=list(ctx.stages), warnings=list(ctx.warnings))
+
+
+class Search:
+    def __init__(self, ctx: BuildContext, names: list[str]) -> None:
+        config = ctx.config
+        self.base = ctx
+        self.names = names
+        self.budgets = B.resolve(ctx.profile, config.budgets)
+        self.margin = float(config.extra.get("search_margin", B.DEFAULT_MARGIN))
+        if config.prune is not None:
+            from .stages.prune import check_ratio
+
+            self.ratios = [check_ratio(config.prune)]
+        else:
+            self.ratios = [float(r) for r in config.extra.get("prune_ratios", RATIOS)]
+        self.methods = (list(CALIBRATION_METHODS) if config.method == "auto"
+                        else [config.method])
+        self.checked = self._checked_budgets()
+        self.candidates: list[Candidate] = []
+        self.reference: list[np.ndarray] = []
+        self.stopped_early = False
+
+    # ------------------------------------------------------------------ setup
+    def _checked_budgets(self) -> tuple[str, ...]:
+        """Every budget, minus the estimated ones when the profile has no cost model."""
+        if self.base.profile.data.get("cost_model"):
+            return tuple(B.BUDGETS)
+        flagged = [k for k in B.ESTIMATED if self.budgets.sources[k] == "flag"]
+        if flagged:
+            raise TargetError(
+                f"target {self.base.profile.name!r} has no [cost_model], so "
+                f"{', '.join(B.BUDGETS[k][1] for k in flagged)} cannot be checked; expected a "
+                "profile with a cost model (see `edgekit estimate`)")
+        self.base.warn(f"target {self.base.profile.name!r} has no [cost_model]: only the "
+                       "storage and accuracy budgets are checked")
+        return ("storage_mb", "accuracy_drop")
+
+    def estimate(self, path: Path) -> dict[str, float]:
+        if not any(k in self.checked for k in B.ESTIMATED):
+            return {}
+        from .estimate import estimate
+
+        est = estimate(str(path), self.base.profile)
+        return B.hardware_figures(est, self.base.profile, self.budgets.rate_hz)
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> None:
+        names = self.names
+        prefix = [n for n in names[:names.index("data") + 1] if n != "prune"]
+        Pipeline(prefix).run(self.base)
+        self.reference = run_dataset(self.base.float_path, self.base.val)
+        self.base.report(f"  search over prune {self.ratios} x {self.methods} x float fallback; "
+                         f"budgets: " + ", ".join(f"{k} {v:g}" for k, v in
+                                                   self.budgets.limits.items()))
+        for ratio in self.ratios:
+            if self._ratio(ratio) or self.stopped_early:
+                break
+        self.finish()
+
+    def _precheck(self, path: Path, ratio: float, started: float) -> bool:
+        figures = self.estimate(path)
+        verdict = B.check(figures, self.budgets,
+                          tuple(k for k in B.ESTIMATED if k in self.checked))
+        if verdict.fits:
+            return True
+        self.candidates.append(Candidate(f"prune{ratio:g}", ratio, None, [], figures, verdict,
+                                         time.perf_counter() - started))
+        self.base.report(f"  prune {ratio:g}: estimate misses "
+                         + "; ".join(c.miss() for c in verdict.missed) + " -> not built")
+        return False
+
+    def _ratio(self, ratio: float) -> bool:
+        """Try one pruning ratio; True when the search should not try more pruning."""
+        from .stages.prune import apply_pruning
+
+        started = time.perf_counter()
+        rctx = fork(self.base, f"prune-{ratio:g}")
+        if ratio > 0:
+            section = apply_pruning(rctx, ratio, lambda p: self._precheck(p, ratio, started),
+                                    self.reference)
+            if section is None:
+                return False
+            rctx.stages.append({"name": "prune", "params": {"ratio": ratio,
+                                                            "method": section["method"]},
+                                "seconds": round(time.perf_counter() - started, 3)})
+        elif not self._precheck(rctx.float_path, ratio, started):
+            return False
+        Pipeline([n for n in ("prepare", "check_export") if n in self.names]).run(rctx)
+        built = []
+        for method in self.methods:
+            began = time.perf_counter()
+            mctx = fork(rctx, method)
+            mctx.config.method = method
+            Pipeline(["calibrate", "quantize"]).run(mctx)
+            built.append(self.evaluate(mctx, ratio, method, [], began))
+            if built[-1].verdict.fits_with(self.margin):
+                self.stopped_early = True
+                return True
+        best = min(built, key=Candidate.rank_key)
+        if not any(c.verdict.fits for c in built) and best.verdict.hardware_fits():
+            # float layers only win back what quantization lost, not what pruning removed
+            float_drop = B.accuracy_figures(self.reference[0], run_dataset(
+                rctx.float_path, rctx.val)[0], rctx.val.labels)["accuracy_drop"]
+            if float_drop <= self.budgets.limits["accuracy_drop"]:
+                self._guard(rctx, best)
+            else:
+                self.base.report(f"  prune {ratio:g}: the pruned float model alone drops "
+                                 f"{float_drop:.2f} pts: no float fallback can meet the budget")
+        return any(c.verdict.fits for c in self.candidates if c.ratio == ratio)
+
+    def evaluate(self, ctx: BuildContext, ratio: float, method: str, nodes: list[str],
+                 began: float) -> Candidate:
+        path = ctx.candidates[method]
+        ctx.quant_path = path
+        outputs = run_dataset(path, ctx.val)
+        acc = B.accuracy_figures(self.reference[0], outputs[0], ctx.val.labels)
+        data = path.read_bytes()
+        vectors = B.vector_bytes(ctx.inputs, ctx.outputs, _quantized_inputs(data), len(data),
+                                 len(ctx.val), ctx.config.test_vectors, len(ctx.formats))
+        figures: dict[str, Any] = {"storage_mb": B.storage_estimate(data, len(ctx.formats),
+                                                                     vectors)}
+        figures.update(self.estimate(path))
+        figures.update(accuracy_drop=acc["accuracy_drop"], accuracy=acc["accuracy"],
+                       cosine=acc["cosine"])
+        verdict = B.check(figures, self.budgets, self.checked)
+        name = f"prune{ratio:g}-{method}" + (f"-float{len(nodes)}" if nodes else "")
+        cand = Candidate(name, ratio, method, nodes, {k: _round(v) for k, v in figures.items()},
+                         verdict, time.perf_counter() - began, ctx, acc)
+        self.candidates.append(cand)
+        status = ("fits" + (" with margin" if verdict.fits_with(self.margin) else "")
+                  if verdict.fits else "misses " + "; ".join(c.miss() for c in verdict.missed))
+        self.base.report(f"  {name}: drop {acc['accuracy_drop']:.2f} pts, "
+                         + ", ".join(f"{k} {figures[k]:.4g}" for k in
+                                     ("storage_mb", "ram_mb", "latency_ms", "power_w")
+                                     if k in figures) + f" -> {status}")
+        return cand
+
+    def _guard(self, rctx: BuildContext, best: Candidate) -> None:
+        from .guard import guard, nodes_of, sensitivity
+
+        extra = rctx.config.extra
+        ranking = sensitivity(rctx.float_path, best.ctx.quant_path, rctx.calib,
+                              int(extra.get("sensitivity_samples", 32)))
+        method = best.method
+
+        def attempt(plan: list[Any]) -> Candidate:
+            began = time.perf_counter()
+            gctx = fork(best.ctx, f"float{len(plan)}")
+            gctx.ranges = dict(best.ctx.ranges)
+            gctx.config.extra["keep_float"] = nodes_of(plan)
+            gctx.stages = [s for s in best.ctx.stages if s["name"] != "quantize"]
+            Pipeline(["quantize"]).run(gctx)
+            cand = self.evaluate(gctx, best.ratio, method, nodes_of(plan), began)
+            cand.guard_plan = list(plan)
+            return cand
+
+        self.base.report(f"  accuracy guard on {best.id}: most sensitive "
+                         + ", ".join(f"{s.tensor} ({s.sqnr_db:.1f} dB)" for s in ranking[:3]))
+        guard(ranking, attempt, met=lambda c: c.verdict.fits,
+              give_up=lambda c: not c.verdict.hardware_fits(),
+              max_steps=int(extra.get("guard_steps", 8)))
+
+    # ------------------------------------------------------------------ result
+    def ranked(self) -> list[Candidate]:
+        fits = sorted((c for c in self.candidates if c.verdict.fits), key=Candidate.rank_key)
+        rest = sorted((c for c in self.candidates if not c.verdict.fits),
+                      key=lambda c: sum(min(x.over_pct, 1e6) for x in c.verdict.missed))
+        return fits + rest
+
+    def finish(self) -> None:
+        from .search_table import table
+
+        ranked = self.ranked()
+        for cand in [c for c in ranked if c.verdict.fits]:
+            if self._package(cand, ranked):
+                self.base.report(table(ranked, self.budgets, self.checked, cand))
+                return
+        raise BudgetError(
+            f"no build of {self.base.source_info.get('name', 'the model')} fits the "
+            f"{self.base.profile.name} budgets: {len(self.candidates)} candidate(s) tried "
+            "(table below); relax a budget (--max-*) or pick a larger target",
+            table(ranked, self.budgets, self.checked, None))
+
+    def _package(self, cand: Candidate, ranked: list[Candidate]) -> bool:
+        """Package ``cand``; False (and no file left) when the written artifact is too big."""
+        from .guard import Sensitivity
+        from .qdq import float_nodes
+        from .search_table import manifest_section
+
+        win = cand.ctx
+        win.quant_path = win.candidates[cand.method]
+        metrics = dict(cand.accuracy["metrics"])
+        win.validation = {"samples": len(win.val), "source": win.val.source,
+                          "verified": not win.val.synthetic, "method": cand.method,
+                          "reference": "dense float model (before pruning and quantization)",
+                          "accuracy_drop": cand.figures["accuracy_drop"],
+                          "accuracy_metric": cand.accuracy["metric"], **metrics}
+        if win.val.synthetic:
+            win.validation["note"] = "synthetic data: accuracy unverified"
+        import onnx
+
+        win.quantization["method"] = cand.method
+        win.quantization["float_nodes"] = float_nodes(onnx.load(str(win.quant_path)))
+        if cand.guard_plan:
+            win.extra_manifest["accuracy_guard"] = {
+                "keep_float": cand.float_nodes,
+                "layers": [s.to_dict() for s in cand.guard_plan if isinstance(s, Sensitivity)],
+                "why": "the int8 build missed the accuracy budget; these tensors cost the most "
+                       "output SQNR when quantized alone, so the nodes quantizing them run float"}
+        win.extra_manifest["budgets"] = {**self.budgets.to_dict(), "checked": list(self.checked),
+                                         "figures": cand.figures, "checks": cand.verdict.to_dict()}
+        win.extra_manifest["search"] = manifest_section(self, ranked, cand)
+        win.stages.append({"name": "search", "params": {"candidates": len(self.candidates),
+                                                        "winner": cand.id}, "seconds": 0.0})
+        Pipeline([n for n in self.names[self.names.index("validate") + 1:]]).run(win)
+        written = win.output_path.stat().st_size / B.MB
+        limit = self.budgets.limits["storage_mb"]
+        if written > limit * (1 + 1e-9):
+            win.output_path.unlink(missing_ok=True)
+            cand.verdict = B.Verdict([c if c.budget != "storage_mb" else
+                                      B.Check("storage_mb", limit, written)
+                                      for c in cand.verdict.checks])
+            cand.figures["storage_mb"] = round(written, 6)
+            self.base.report(f"  {cand.id}: written artifact {written:.4g} MB > {limit:g} MB")
+            return False
+        cand.figures["storage_mb"] = round(written, 6)
+        self.base.artifact_bytes = win.artifact_bytes
+        self.base.warnings[:] = win.warnings
+        return True
+
+
+def _quantized_inputs(model: bytes) -> set[str]:
+    import onnx
+
+    from .qdq import input_quantization
+
+    return set(input_quantization(onnx.load_model_from_string(model)))
+
+
+def _round(value: Any) -> Any:
+    return round(float(value), 6) if isinstance(value, (float, np.floating)) else value
+
+
+def run_search(ctx: BuildContext, names: list[str]) -> None:
+    """Entry point from ``edgekit.converters.build``."""
+    if not names or "data" not in names or "validate" not in names:
+        raise UserError(f"the budget search needs the data and validate stages; got {names}")
+    Search(ctx, names).run()

@@ -1,0 +1,120 @@
+"""Convert TFLite: write the chosen int8 QDQ ONNX model as an integer .tflite (no TensorFlow).
+
+Runs when the build's formats include "tflite". The model shares the ONNX model's
+calibration, scales and float nodes; its I/O scales and layouts go into its models[] entry
+so the LiteRT backend can quantize inputs and dequantize outputs. A short LiteRT-vs-
+onnxruntime check on held-out samples is recorded under ``validation["tflite"]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from edgekit.artifact import sha256_bytes
+from edgekit.errors import InternalError, UnsupportedModelError
+
+from ..context import BuildContext
+from ..pipeline import Stage
+
+MEMBER = "model.tflite"
+CHECK_SAMPLES = 64  # held-out samples for the parity check (bounded: it adds build time)
+
+
+class ConvertTflite(Stage):
+    name = "convert_tflite"
+
+    def __init__(self) -> None:
+        self.used: dict[str, Any] = {}
+
+    def applies(self, ctx: BuildContext) -> bool:
+        return "tflite" in ctx.formats
+
+    def params(self, ctx: BuildContext) -> dict[str, Any]:
+        return self.used
+
+    def run(self, ctx: BuildContext) -> None:
+        import onnx
+        from edgekit.converters.tflite import convert
+
+        keep_float = set(ctx.quantization.get("keep_float") or [])
+        strict = bool(ctx.config.strict_int8)
+        asked = ctx.config.formats is not None and "tflite" in ctx.config.formats
+        optional = not (strict or asked) and "onnx" in ctx.formats
+        try:
+            model = convert(onnx.load(str(ctx.quant_path)), keep_float=keep_float,
+                            strict_int8=strict)
+        except UnsupportedModelError as exc:
+            if not optional:
+                raise
+            self._skip(ctx, str(exc))  # tflite came from the profile's preference only
+            return
+        if model.float_ops:
+            names = ", ".join(f"{o['name']} ({o['op_type']})" for o in model.float_ops)
+            ctx.warn(f"tflite: {len(model.float_ops)} op(s) run in float between "
+                     f"DEQUANTIZE/QUANTIZE: {names}")
+        entry = {
+            "format": "tflite", "path": MEMBER, "runtime": "litert",
+            "bytes": len(model.data), "sha256": sha256_bytes(model.data),
+            "inputs": model.inputs, "outputs": model.outputs,
+            "outputs_quantization": {o["name"]: o["quantization"] for o in model.outputs
+                                     if "quantization" in o},
+            "float_ops": model.float_ops, "ops": model.op_counts,
+        }
+        try:
+            check = self._check(ctx, entry, model.data)
+        except Exception as exc:  # noqa: BLE001 - LiteRT refused the written model: a writer bug
+            if not optional:
+                raise InternalError(f"the written .tflite does not run on LiteRT: {exc}") from exc
+            self._skip(ctx, f"the written .tflite does not run on LiteRT: {exc}")
+            return
+        ctx.model_bytes[MEMBER] = model.data
+        ctx.models = [m for m in ctx.models if m["format"] != "tflite"] + [entry]
+        ctx.validation["tflite"] = check
+        self.used = {"strict_int8": strict, "keep_float": sorted(keep_float),
+                     "float_ops": len(model.float_ops), "bytes": len(model.data)}
+
+    def _skip(self, ctx: BuildContext, why: str) -> None:
+        """Ship ONNX only, and say why (the profile preferred tflite; nobody required it)."""
+        ctx.warn(f"no .tflite in this artifact: {why}")
+        self.used = {"skipped": why[:300]}
+
+    def _check(self, ctx: BuildContext, entry: dict[str, Any], data: bytes) -> dict[str, Any]:
+        """LiteRT vs onnxruntime int8 on a few held-out samples: the fraction of output
+        elements within one quantization step, and top-1 accuracy when labels are known."""
+        from edgekit.backends import BackendOptions, TensorSpec
+        from edgekit.backends.litert import LiteRTBackend
+
+        from ..runner import compare, run_dataset
+
+        if not LiteRTBackend.available():
+            ctx.warn("tflite: ai-edge-litert is not installed here; the .tflite is unchecked")
+            return {"checked": False}
+        if ctx.val is None or not len(ctx.val):
+            return {"checked": False}
+        sample = ctx.val.take(slice(0, CHECK_SAMPLES))
+        want = run_dataset(ctx.quant_path, sample)
+        backend = LiteRTBackend(data, [TensorSpec.from_manifest(i) for i in ctx.inputs],
+                                [TensorSpec.from_manifest(o) for o in ctx.outputs],
+                                BackendOptions(threads=1), entry=entry)
+        try:
+            got = backend.run(sample.arrays)
+        finally:
+            backend.close()
+        report: dict[str, Any] = {"checked": True, "samples": len(sample)}
+        scales = entry["outputs_quantization"]
+        for spec, a, b in zip(ctx.outputs, want, got, strict=True):
+            step = scales.get(spec["name"], {}).get("scale") or 1e-6
+            steps = np.abs(a.astype(np.float64) - b) / step
+            report[spec["name"]] = {"within_1_step": float((steps <= 1.001).mean()),
+                                    "max_steps": float(steps.max())}
+        metrics = compare(want[0], got[0], sample.labels)
+        for key in ("top1_agreement", "accuracy_int8"):
+            if key in metrics:
+                report[key] = metrics[key]
+        worst = min(v["within_1_step"] for v in report.values() if isinstance(v, dict))
+        if worst < 0.99:
+            ctx.warn(f"tflite: only {worst:.1%} of output elements within one quantization "
+                     "step of the ONNX int8 model on held-out samples")
+        return report

@@ -1,0 +1,192 @@
+"""Prune: make the float model smaller before it is calibrated and quantized.
+
+* PyTorch ``nn.Module`` sources: structured pruning (channels removed, counts multiples of
+  8), then label-free recovery on the calibration inputs (distillation towards the dense
+  model, BatchNorm re-estimation), then a fresh ONNX export that ``check_export`` verifies.
+* ONNX sources (and TorchScript / ExportedProgram, which torch-pruning cannot edit):
+  unstructured magnitude sparsity on the weights, which pays off in the zip-deflated artifact.
+
+Runs after the ``data`` stage (recovery needs the calibration inputs) and before ``prepare``.
+The manifest's ``pruning`` section says what was removed and what accuracy the pruned float
+model keeps against the dense one on the validation data.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgekit.errors import UnsupportedModelError, UserError
+
+from ..context import BuildContext
+from ..pipeline import Stage
+from ..runner import compare, run_dataset
+
+Precheck = Callable[[Path], bool]  # False: the pruned architecture already misses a budget
+
+
+def check_ratio(value: Any) -> float:
+    try:
+        ratio = float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"--prune expects a ratio in [0, 1) such as 0.3, got {value!r}") from None
+    if not 0.0 <= ratio < 1.0:
+        raise UserError(f"--prune expects a ratio in [0, 1) such as 0.3, got {ratio:g}")
+    return ratio
+
+
+class Prune(Stage):
+    name = "prune"
+
+    def applies(self, ctx: BuildContext) -> bool:
+        return bool(ctx.config.prune)
+
+    def params(self, ctx: BuildContext) -> dict[str, Any]:
+        section = ctx.extra_manifest.get("pruning", {})
+        return {k: section.get(k) for k in ("method", "ratio", "params_before", "params_after")
+                if k in section}
+
+    def run(self, ctx: BuildContext) -> None:
+        apply_pruning(ctx, check_ratio(ctx.config.prune))
+
+
+def apply_pruning(ctx: BuildContext, ratio: float, precheck: Precheck | None = None,
+                  reference: list[np.ndarray] | None = None) -> dict[str, Any] | None:
+    """Prune ``ctx``'s float model at ``ratio``; returns the manifest section, or None when
+    ``precheck`` rejected the pruned architecture (then ``ctx`` is left unchanged)."""
+    dense_path = ctx.float_path
+    record = ctx.torch_export
+    structured = record is not None and record.source.kind == "module"
+    if record is not None and not structured:
+        ctx.warn(f"structured pruning needs an nn.Module, not a {record.source.kind}; "
+                 "using unstructured sparsity on the exported ONNX")
+    section = None
+    if structured:
+        try:
+            section = _torch(ctx, ratio, precheck)
+        except UnsupportedModelError as exc:
+            ctx.warn(f"{exc}; using unstructured sparsity on the exported ONNX instead")
+            structured = False
+    if not structured:
+        section = _onnx(ctx, ratio, precheck)
+    if section is None:
+        return None
+    section["accuracy"] = pruned_accuracy(ctx, dense_path, reference)
+    ctx.extra_manifest["pruning"] = section
+    acc = section["accuracy"]
+    figure = (f"top-1 {acc['dense_float']:.2%} -> {acc['pruned_float']:.2%}"
+              if "dense_float" in acc else f"cosine {acc['cosine']:.5f}")
+    ctx.report(f"  pruned {ratio:.0%} ({section['method'].split(' ')[0]}): float {figure} "
+               f"against the dense model on {acc['samples']} validation samples")
+    return section
+
+
+def pruned_accuracy(ctx: BuildContext, dense_path: Path,
+                    reference: list[np.ndarray] | None = None) -> dict[str, Any]:
+    """The pruned float model against the dense float model on the validation data."""
+    reference = reference if reference is not None else run_dataset(dense_path, ctx.val)
+    got = run_dataset(ctx.float_path, ctx.val)
+    metrics = compare(reference[0], got[0], ctx.val.labels)
+    result: dict[str, Any] = {"samples": len(ctx.val), "cosine": metrics["cosine"]}
+    if "accuracy_int8" in metrics:
+        result.update(dense_float=metrics["accuracy_float"], pruned_float=metrics["accuracy_int8"])
+    if "top1_agreement" in metrics:
+        result["top1_agreement"] = metrics["top1_agreement"]
+    return result
+
+
+def _onnx(ctx: BuildContext, ratio: float, precheck: Precheck | None) -> dict[str, Any] | None:
+    import onnx
+
+    from ..pruning import sparsify
+
+    model = onnx.load(str(ctx.float_path))
+    report = sparsify(model, ratio)
+    path = ctx.workdir / "float-sparse.onnx"
+    onnx.save_model(model, str(path))
+    os.chmod(path, 0o600)
+    if precheck is not None and not precheck(path):
+        return None
+    ctx.float_path, ctx.float_model = path, model
+    ctx.report(f"  zeroed {report.zeroed:,} of {report.elements:,} weights in "
+               f"{len(report.tensors)} tensor(s)")
+    return report.to_dict()
+
+
+def _example_args(ctx: BuildContext) -> tuple[Any, ...]:
+    """Inputs at the traced shapes, taken from the calibration data (real values, right dtype)."""
+    import torch
+
+    shapes = ctx.extra_manifest.get("export", {}).get("input_shapes") or [i["shape"] for i in ctx.inputs]
+    args = []
+    for spec, shape in zip(ctx.inputs, shapes, strict=True):
+        data = ctx.calib.arrays[spec["name"]] if ctx.calib is not None else None
+        rows = int(shape[0]) if shape and isinstance(shape[0], int) else 1
+        if data is not None and len(data) >= rows:
+            args.append(torch.from_numpy(np.ascontiguousarray(data[:rows])))
+        else:
+            args.append(torch.zeros([d if isinstance(d, int) else 1 for d in shape]))
+    return tuple(args)
+
+
+def _export(ctx: BuildContext, module: Any, args: tuple[Any, ...], name: str) -> tuple[Path, str]:
+    from ..pytorch.inputs import Traced
+    from ..pytorch.onnx_export import export
+    from ..pytorch.source import TorchSource
+
+    section = ctx.extra_manifest.get("export", {})
+    inputs = section.get("input_names") or [i["name"] for i in ctx.inputs]
+    outputs = section.get("output_names") or [o["name"] for o in ctx.outputs]
+    src = ctx.torch_export.source
+    pruned = TorchSource(module, "module", src.name, src.form, src.file, src.weights, src.info)
+    path = ctx.workdir / name
+    result = export(pruned, Traced(args, inputs, outputs), path, inputs, outputs,
+                    ctx.config.dynamic_batch)
+    return path, result.exporter
+
+
+def _torch(ctx: BuildContext, ratio: float, precheck: Precheck | None) -> dict[str, Any] | None:
+    import onnx
+
+    from ..pruning import distill, prune_structured, reestimate_batchnorm, steps_for
+    from ..pruning.recover import SMALL_MODEL_MACS, macs_per_sample
+    from ..pytorch.source import TorchSource
+    from .export import ExportRecord
+
+    record = ctx.torch_export
+    dense = record.source.model
+    args = _example_args(ctx)
+    module, report = prune_structured(dense, args, ratio)
+    path, exporter = _export(ctx, module, args, "pruned-arch.onnx")
+    if precheck is not None and not precheck(path):
+        return None
+    calib = [ctx.calib.arrays[i["name"]] for i in ctx.inputs]
+    macs = macs_per_sample(module, args)
+    steps = int(ctx.config.extra.get("finetune_steps", steps_for(macs)))
+    recovery = distill(module, dense, calib, steps, seed=ctx.config.seed,
+                       threads=1 if macs < SMALL_MODEL_MACS else None)
+    recovery.batchnorm_layers = reestimate_batchnorm(module, calib)
+    if recovery.distill_steps or recovery.batchnorm_layers:
+        path, exporter = _export(ctx, module, args, "pruned.onnx")
+    float_path = ctx.workdir / "float-pruned.onnx"
+    shutil.copyfile(path, float_path)  # later stages rewrite float_path; check_export reads path
+    os.chmod(float_path, 0o600)
+    ctx.float_path, ctx.float_model = float_path, onnx.load(str(float_path))
+    src = record.source
+    ctx.torch_export = ExportRecord(
+        TorchSource(module, "module", src.name, src.form, src.file, src.weights, src.info),
+        path, exporter)
+    changed = {k: v for k, v in report.channels.items() if v[0] != v[1]}
+    ctx.report("  channels kept: " + ", ".join(f"{k} {a}->{b}" for k, (a, b) in changed.items())
+               + f"; params {report.params_before:,} -> {report.params_after:,}")
+    if recovery.distill_steps:
+        ctx.report(f"  distilled {recovery.distill_steps} steps towards the dense model "
+                   f"({recovery.distill_seconds:.1f} s, loss {recovery.loss_before:.4g} -> "
+                   f"{recovery.loss_after:.4g}); BatchNorm layers re-estimated: "
+                   f"{recovery.batchnorm_layers}")
+    return {**report.to_dict(), "macs_per_sample": int(macs), "recovery": recovery.to_dict()}

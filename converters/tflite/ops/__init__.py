@@ -1,0 +1,35 @@
+"""Op converters, one module per op kind, and the registry the driver dispatches on."""
+
+from __future__ import annotations
+
+from edgekit.converters.tflite.ops import (
+    activation,
+    conv,
+    elementwise,
+    gemm,
+    pad,
+    pool,
+    resize,
+    shape,
+    slice,
+    softmax,
+)
+from edgekit.converters.tflite.ops.base import OpSpec
+
+REGISTRY: dict[str, OpSpec] = {
+    **conv.SPECS,
+    **gemm.SPECS,
+    **elementwise.SPECS,
+    **activation.SPECS,
+    **pool.SPECS,
+    **shape.SPECS,
+    **slice.SPECS,
+    **softmax.SPECS,
+    **pad.SPECS,
+    **resize.SPECS,
+}
+
+# what the writer emits as integer kernels (the rest of REGISTRY is float-only)
+INT8_OPS = sorted(op for op, spec in REGISTRY.items() if spec.int8)
+
+__all__ = ["INT8_OPS", "REGISTRY", "OpSpec"]

@@ -1,0 +1,152 @@
+"""Relu, Clip, LeakyRelu, Sigmoid, Tanh, HardSwish (also HardSigmoid(x)*x as onnxruntime's
+pre-processing inlines it), HardSigmoid. LOGISTIC and TANH have fixed int8 output scales in
+LiteRT: they write at that scale and requantize to the graph's scale if it differs."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from edgekit.converters.tflite.context import ConversionContext
+from edgekit.converters.tflite.ops.base import OpSpec
+from edgekit.converters.tflite.quant import FIXED_LOGISTIC, FIXED_TANH, QParams
+from edgekit.converters.tflite.schema import Act, Op, S
+
+
+def clip_bounds(ctx: ConversionContext, node: onnx.NodeProto) -> tuple[float, float]:
+    if node.op_type == "Relu":
+        return 0.0, float("inf")
+    a = ctx.attrs(node)
+    lo, hi = a.get("min", float("-inf")), a.get("max", float("inf"))
+    if len(node.input) > 1 and node.input[1]:
+        lo = float(np.asarray(ctx.const(node.input[1])).reshape(-1)[0])
+    if len(node.input) > 2 and node.input[2]:
+        hi = float(np.asarray(ctx.const(node.input[2])).reshape(-1)[0])
+    return float(lo), float(hi)
+
+
+def fused_code(ctx: ConversionContext, node: onnx.NodeProto) -> int | None:
+    """The fused-activation code equal to this Relu/Clip, or None."""
+    if node.op_type not in ("Relu", "Clip"):
+        return None
+    lo, hi = clip_bounds(ctx, node)
+    return {(0.0, float("inf")): Act.RELU, (0.0, 6.0): Act.RELU6,
+            (-1.0, 1.0): Act.RELU_N1_TO_1}.get((lo, hi))
+
+
+def _unary(ctx: ConversionContext, node: onnx.NodeProto, builtin: int, options=None,
+           fixed: tuple[float, int] | None = None) -> None:
+    x = ctx.input(node, 0)
+    if fixed is not None and ctx.quantized:
+        # the kernel insists on its own output scale; requantize afterwards if needed
+        out = ctx.output(node, 0, x.perm, QParams.per_tensor(*fixed))
+    else:
+        out = ctx.output(node, 0, x.perm)
+    ctx.emit(builtin, [x], [out], options)
+    ctx.bind(node, 0, out)
+
+
+def convert_clip(ctx: ConversionContext, node: onnx.NodeProto) -> None:
+    lo, hi = clip_bounds(ctx, node)
+    table = {(0.0, float("inf")): Op.RELU, (0.0, 6.0): Op.RELU6, (-1.0, 1.0): Op.RELU_N1_TO_1,
+             (0.0, 1.0): Op.RELU_0_TO_1}
+    if (lo, hi) in table:
+        _unary(ctx, node, table[(lo, hi)])
+        return
+    # general clip: MAXIMUM / MINIMUM with constants at the output's parameters
+    x = ctx.input(node, 0)
+    qp = ctx.out_params(node)
+    if qp is not None:
+        x = ctx.requant(x, qp)
+    out = ctx.output(node, 0, x.perm)
+    cur = x
+    for bound, builtin, name in ((lo, Op.MAXIMUM, "lo"), (hi, Op.MINIMUM, "hi")):
+        if not np.isfinite(bound):
+            continue
+        data = np.full([1] * x.rank, bound, np.float32)
+        const = ctx.w.const(qp.quantize(data) if qp else data, f"{node.name}_{name}", qp)
+        last = builtin == Op.MINIMUM or not np.isfinite(hi)
+        dst = out if last else ctx.new_value(x.onnx_shape, x.perm, qp, f"{node.name}_max")
+        ctx.emit(builtin, [cur, const], [dst])
+        cur = dst
+    if cur is x:  # clip without bounds
+        ctx.emit(Op.RESHAPE, [x, ctx.int32(out.shape, "shape")], [out])
+    ctx.bind(node, 0, out)
+
+
+def convert_leaky(ctx: ConversionContext, node: onnx.NodeProto) -> None:
+    opts = S.LeakyReluOptionsT()
+    opts.alpha = float(ctx.attrs(node).get("alpha", 0.01))
+    _unary(ctx, node, Op.LEAKY_RELU, opts)
+
+
+def _hardswish_partner(ctx: ConversionContext, node: onnx.NodeProto) -> onnx.NodeProto | None:
+    """The Mul that makes ``HardSigmoid(x) * x`` a HardSwish (alpha 1/6, beta 0.5)."""
+    a = ctx.attrs(node)
+    if not (np.isclose(a.get("alpha", 0.2), 1 / 6) and np.isclose(a.get("beta", 0.5), 0.5)):
+        return None
+    g, src = ctx.g, node.input[0]
+    out = node.output[0]
+    hops = [out]
+    users = g.consumers.get(out, [])
+    if len(users) == 1 and users[0].op_type == "QuantizeLinear":  # int8: through Q -> DQ
+        q_out = users[0].output[0]
+        dqs = g.consumers.get(q_out, [])
+        if len(dqs) != 1 or dqs[0].op_type != "DequantizeLinear":
+            return None
+        hops = [q_out, dqs[0].output[0]]
+        users = g.consumers.get(hops[-1], [])
+    if len(users) != 1 or users[0].op_type != "Mul" or any(h in g.outputs for h in hops):
+        return None
+    mul = users[0]
+    other = mul.input[0] if mul.input[1] == hops[-1] else mul.input[1]
+
+    def origin(name: str) -> str:
+        dq = g.dq(name)
+        return dq.source if dq is not None else name
+
+    return mul if origin(other) == origin(src) else None
+
+
+def convert_hardsigmoid(ctx: ConversionContext, node: onnx.NodeProto) -> None:
+    mul = _hardswish_partner(ctx, node)
+    if mul is not None and ctx.quantized == _mul_quantized(ctx, mul):
+        x = ctx.input(node, 0)
+        ctx.fused_node = mul  # write straight to the Mul's output
+        out = ctx.output(node, 0, x.perm, onnx_shape=ctx.g.shape(mul.output[0]))
+        ctx.emit(Op.HARD_SWISH, [x], [out])
+        ctx.bind(node, 0, out)
+        ctx.done.add(id(mul))
+        return
+    # alone: max(0, min(1, alpha * x + beta)) in float
+    a = ctx.attrs(node)
+    x = ctx.input(node, 0)
+    scaled = ctx.new_value(x.onnx_shape, x.perm, None, f"{node.name}_ax")
+    shifted = ctx.new_value(x.onnx_shape, x.perm, None, f"{node.name}_axb")
+    ones = [1] * x.rank
+    ctx.emit(Op.MUL, [x, ctx.w.const(np.full(ones, a.get("alpha", 0.2), np.float32), "alpha")],
+             [scaled], S.MulOptionsT())
+    ctx.emit(Op.ADD, [scaled, ctx.w.const(np.full(ones, a.get("beta", 0.5), np.float32),
+                                          "beta")], [shifted], S.AddOptionsT())
+    out = ctx.output(node, 0, x.perm)
+    ctx.emit(Op.RELU_0_TO_1, [shifted], [out])
+    ctx.bind(node, 0, out)
+
+
+def _mul_quantized(ctx: ConversionContext, mul: onnx.NodeProto) -> bool:
+    return ctx.is_int8(mul)
+
+
+def _hs_int8(ctx: ConversionContext, node: onnx.NodeProto) -> bool:
+    mul = _hardswish_partner(ctx, node)
+    return mul is not None and _mul_quantized(ctx, mul)
+
+
+SPECS = {
+    "Relu": OpSpec(lambda c, n: _unary(c, n, Op.RELU)),
+    "Clip": OpSpec(convert_clip),
+    "LeakyRelu": OpSpec(convert_leaky),
+    "Sigmoid": OpSpec(lambda c, n: _unary(c, n, Op.LOGISTIC, fixed=FIXED_LOGISTIC)),
+    "Tanh": OpSpec(lambda c, n: _unary(c, n, Op.TANH, fixed=FIXED_TANH)),
+    "HardSwish": OpSpec(lambda c, n: _unary(c, n, Op.HARD_SWISH)),
+    "HardSigmoid": OpSpec(convert_hardsigmoid, can_int8=_hs_int8),
+}

@@ -1,0 +1,174 @@
+"""LiteRT backends: the integer .tflite model on LiteRT's interpreter (XNNPACK delegate).
+
+``LiteRTBackend`` uses the ai-edge-litert wheel; ``TFLiteRuntimeBackend`` the older
+tflite-runtime wheel (built against numpy < 2) as a fallback. Both take the manifest's float
+arrays in the manifest's layout: they transpose to the model's layout (NHWC for images),
+quantize to the model's int8 inputs, and dequantize and transpose the outputs back.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from importlib import metadata
+from typing import Any, ClassVar
+
+import numpy as np
+
+from edgekit.backends.base import Backend, BackendOptions, TensorSpec
+from edgekit.errors import ArtifactError, InputError
+
+NHWC = (0, 2, 3, 1)
+
+
+class _TFLiteBackend(Backend):
+    format = "tflite"
+    module: ClassVar[str]  # module holding ``Interpreter``
+
+    def __init__(
+        self,
+        model: bytes,
+        inputs: list[TensorSpec],
+        outputs: list[TensorSpec],
+        options: BackendOptions,
+        entry: dict[str, Any] | None = None,
+    ) -> None:
+        """``entry`` is the artifact's models[] entry: its inputs/outputs give each tensor's
+        layout permutation (and name); scales come from the model itself."""
+        super().__init__(model, inputs, outputs, options)
+        interpreter_cls = importlib.import_module(self.module).Interpreter
+        kwargs: dict[str, Any] = {"model_content": bytes(model)}
+        if options.threads > 0:
+            kwargs["num_threads"] = int(options.threads)
+        try:
+            # the default op resolver applies the XNNPACK delegate to the ops it supports
+            self.interpreter = interpreter_cls(**kwargs)
+            self.interpreter.allocate_tensors()
+        except Exception as exc:  # the runtime raises ValueError/RuntimeError of its own
+            raise ArtifactError(f"{self.name} could not load the .tflite model: {exc}") from exc
+        self._lock = threading.Lock()  # one interpreter runs one invoke at a time
+        entry = entry or {}
+        self._in = self._match(inputs, self.interpreter.get_input_details(),
+                               entry.get("inputs"), "input")
+        self._out = self._match(outputs, self.interpreter.get_output_details(),
+                                entry.get("outputs"), "output")
+
+    # -- mapping manifest tensors onto the model's ---------------------------------------
+    @staticmethod
+    def _match(specs: list[TensorSpec], details: list[dict], described: list[dict] | None,
+               kind: str) -> list[dict]:
+        if len(specs) != len(details):
+            raise ArtifactError(
+                f"the manifest lists {len(specs)} {kind}(s), the .tflite model has "
+                f"{len(details)}")
+        by_name = {d["name"]: d for d in (described or [])}
+        plans = []
+        for i, (spec, detail) in enumerate(zip(specs, details, strict=True)):
+            info = by_name.get(spec.name) or ((described or [None] * len(specs))[i] or {})
+            shape = tuple(int(d) for d in detail["shape"])
+            perm = tuple(info["perm"]) if "perm" in info else _guess_perm(spec.shape, shape)
+            q = detail.get("quantization_parameters") or {}
+            scales, zps = q.get("scales", np.zeros(0)), q.get("zero_points", np.zeros(0))
+            quantized = np.dtype(detail["dtype"]) != np.float32 and len(scales) == 1
+            plans.append({
+                "index": detail["index"],
+                "dtype": np.dtype(detail["dtype"]),
+                "shape": shape,
+                "perm": perm,
+                "inverse": tuple(int(a) for a in np.argsort(perm)),
+                "scale": float(scales[0]) if quantized else None,
+                "zero_point": int(zps[0]) if quantized else 0,
+            })
+        return plans
+
+    # -- running -------------------------------------------------------------------------
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        arrays = [np.asarray(feeds[spec.name]) for spec in self.inputs]
+        model_batch = self._in[0]["shape"][0] if self._in and self._in[0]["shape"] else 1
+        batch = arrays[0].shape[0] if arrays and arrays[0].ndim else 1
+        if self._in and batch != model_batch and model_batch == 1:
+            # the .tflite is written for batch 1: run the rows one by one
+            rows = [self._invoke([a[i:i + 1] for a in arrays]) for i in range(batch)]
+            return [np.concatenate([r[j] for r in rows]) for j in range(len(self._out))]
+        return self._invoke(arrays)
+
+    def _invoke(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        with self._lock:
+            for plan, array, spec in zip(self._in, arrays, self.inputs, strict=True):
+                value = np.transpose(array, plan["perm"]) if array.ndim == len(plan["perm"]) \
+                    else array
+                if tuple(value.shape) != plan["shape"]:
+                    raise InputError(
+                        f"input {spec.name!r}: the .tflite model expects {list(plan['shape'])} "
+                        f"(layout perm {list(plan['perm'])} of the manifest layout), got "
+                        f"{list(value.shape)} after transposing")
+                self.interpreter.set_tensor(plan["index"], _quantize(value, plan))
+            self.interpreter.invoke()
+            results = []
+            for plan in self._out:
+                raw = self.interpreter.get_tensor(plan["index"])
+                value = _dequantize(raw, plan)
+                if value.ndim == len(plan["inverse"]):
+                    value = np.transpose(value, plan["inverse"])
+                results.append(np.ascontiguousarray(value))
+            return results
+
+    @classmethod
+    def available(cls) -> bool:
+        try:
+            importlib.import_module(cls.module)
+        except Exception:  # tflite-runtime fails on numpy 2 with AttributeError/ImportError
+            return False
+        return True
+
+    @classmethod
+    def version(cls) -> str:
+        try:
+            return metadata.version(cls.package)
+        except metadata.PackageNotFoundError:
+            return "unknown"
+
+    def close(self) -> None:
+        self.interpreter = None
+
+
+def _quantize(x: np.ndarray, plan: dict) -> np.ndarray:
+    if plan["scale"] is None:
+        return np.ascontiguousarray(x, dtype=plan["dtype"])
+    info = np.iinfo(plan["dtype"])
+    q = np.rint(x.astype(np.float32) / np.float32(plan["scale"])) + plan["zero_point"]
+    return np.ascontiguousarray(np.clip(q, info.min, info.max).astype(plan["dtype"]))
+
+
+def _dequantize(q: np.ndarray, plan: dict) -> np.ndarray:
+    if plan["scale"] is None:
+        return q.astype(np.float32, copy=True)
+    return ((q.astype(np.int32) - plan["zero_point"]) * np.float32(plan["scale"])).astype(
+        np.float32)
+
+
+def _guess_perm(manifest_shape: tuple, model_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Without a manifest entry: NHWC when the model's 4-D shape is the NHWC permutation of
+    the manifest's NCHW one, else the identity."""
+    rank = len(model_shape)
+    if rank == 4 and len(manifest_shape) == 4:
+        dims = [d if isinstance(d, int) and d > 0 else None for d in manifest_shape]
+        nhwc = [dims[i] for i in NHWC]
+        if all(a is None or a == b for a, b in zip(nhwc[1:], model_shape[1:], strict=True)) \
+                and list(model_shape[1:]) != [d for d in dims[1:]]:
+            return NHWC
+    return tuple(range(rank))
+
+
+class LiteRTBackend(_TFLiteBackend):
+    name = "litert"
+    package = "ai-edge-litert"
+    module = "ai_edge_litert.interpreter"
+
+
+class TFLiteRuntimeBackend(_TFLiteBackend):
+    """Fallback for boards where only tflite-runtime installs (it needs numpy < 2)."""
+
+    name = "tflite-runtime"
+    package = "tflite-runtime"
+    module = "tflite_runtime.interpreter"

@@ -1,0 +1,156 @@
+"""``edgekit bench``: latency percentiles and throughput per thread count and batch size.
+
+In the style of TFLite's ``benchmark_model``: warm-up runs, then timed runs for a duration
+(and at least ``--runs``), percentiles of each call, throughput, peak memory. Inputs are
+the artifact's own test vectors (real data) when it has them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import click
+import numpy as np
+
+from edgekit.errors import UserError
+
+
+def parse_threads(text: str) -> list[int | str]:
+    values: list[int | str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if part == "auto":
+            values.append("auto")
+        elif part.isdigit() and int(part) > 0:
+            values.append(int(part))
+        else:
+            raise UserError(f"--threads expects counts >= 1 and/or 'auto' separated by commas "
+                            f"(e.g. 1,2,4,auto); got {part!r} in {text!r}")
+    return values
+
+
+def parse_batches(text: str) -> list[int]:
+    values = []
+    for part in (p.strip() for p in text.split(",")):
+        if not (part.isdigit() and int(part) > 0):
+            raise UserError(f"--batch expects sizes >= 1 separated by commas (e.g. 1,4); "
+                            f"got {part!r} in {text!r}")
+        values.append(int(part))
+    return values
+
+
+def bench_feeds(model: Any, batch: int) -> dict[str, np.ndarray]:
+    """``batch`` rows of the artifact's test vectors (tiled), else seeded random data."""
+    from edgekit.probe import probe_feeds
+
+    vectors: dict[str, np.ndarray] = {}
+    if model.manifest.get("test_vectors"):
+        vectors = model.artifact.test_vectors()
+    feeds = {}
+    for spec, (name, row) in zip(model.inputs, probe_feeds(model).items(), strict=True):
+        source = vectors.get(f"in/{spec.name}", row)
+        reps = -(-batch // max(1, len(source)))
+        feeds[name] = np.ascontiguousarray(np.concatenate([source] * reps)[:batch], np.float32)
+    return feeds
+
+
+def bench_one(path: str, threads: int | str, batch: int, duration: float, runs: int,
+              warmup: int, policy: str = "balanced", backend: str | None = None,
+              **load_options: Any) -> dict[str, Any]:
+    """Load, warm up, time ``predict`` calls; one row of the bench table."""
+    import edgekit
+    from edgekit.stats import PowerModel, peak_rss_mb, percentiles_ms, reset_peak_rss
+
+    reset_peak_rss()
+    t0 = time.perf_counter()
+    model = edgekit.load(path, backend=backend, threads=threads, policy=policy, **load_options)
+    load_s = time.perf_counter() - t0
+    try:
+        feeds = bench_feeds(model, batch)
+        x = feeds if len(feeds) > 1 else next(iter(feeds.values()))
+        for _ in range(warmup):
+            model.predict(x)
+        times: list[float] = []
+        start = time.perf_counter()
+        end = start + duration
+        while True:
+            t = time.perf_counter()
+            model.predict(x)
+            done = time.perf_counter()
+            times.append(done - t)
+            if done >= end and len(times) >= max(1, runs):
+                break
+        elapsed = time.perf_counter() - start
+        chosen = model.threads
+        power = PowerModel.from_profile(model.manifest["target"]["profile"])
+        seconds_per_sample = float(np.median(times)) / batch
+        label = f"auto->{chosen}" if threads == "auto" else str(threads)
+        return {
+            "threads": label, "threads_used": chosen, "batch": batch, "runs": len(times),
+            "seconds": round(elapsed, 3), "load_s": round(load_s, 3),
+            "latency_ms": percentiles_ms(times),
+            "samples_per_s": round(len(times) * batch / elapsed, 2),
+            "peak_rss_mb": round(peak_rss_mb() or 0.0, 1),
+            "mj_per_sample": round(power.energy_j(chosen, seconds_per_sample) * 1e3, 4),
+            "runtime": model.runtime,
+        }
+    finally:
+        model.close()
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = (f"{'threads':<9} {'batch':>5} {'runs':>7} {'p50 ms':>9} {'p90 ms':>9} "
+            f"{'p95 ms':>9} {'p99 ms':>9} {'samples/s':>11} {'peak MB':>8} {'mJ/sample':>10}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lat = r["latency_ms"]
+        lines.append(
+            f"{r['threads']:<9} {r['batch']:>5} {r['runs']:>7} {lat['p50']:>9.3f} "
+            f"{lat['p90']:>9.3f} {lat['p95']:>9.3f} {lat['p99']:>9.3f} "
+            f"{r['samples_per_s']:>11.1f} {r['peak_rss_mb']:>8.1f} {r['mj_per_sample']:>10.4f}"
+        )
+    return "\n".join(lines)
+
+
+@click.command(name="bench")
+@click.argument("artifact", type=click.Path(dir_okay=False))
+@click.option("--threads", "threads_text", default="1,auto", show_default=True,
+              help="Thread counts and/or 'auto', comma separated (e.g. 1,2,4,auto).")
+@click.option("--batch", "batch_text", default="1", show_default=True,
+              help="Batch sizes, comma separated (e.g. 1,4).")
+@click.option("--duration", default=10.0, show_default=True, type=click.FloatRange(0.0),
+              help="Seconds of timed runs per configuration.")
+@click.option("--runs", default=1, show_default=True, type=click.IntRange(1),
+              help="At least this many timed runs per configuration.")
+@click.option("--warmup", default=5, show_default=True, type=click.IntRange(0),
+              help="Untimed warm-up runs per configuration.")
+@click.option("--policy", default="balanced", show_default=True,
+              type=click.Choice(["balanced", "latency", "efficiency"]),
+              help="Tuner policy for 'auto'.")
+@click.option("--backend", help="Force a runtime (onnxruntime, litert, tflite-runtime).")
+@click.option("--json", "as_json", is_flag=True, help="Rows as JSON.")
+def command(artifact: str, threads_text: str, batch_text: str, duration: float, runs: int,
+            warmup: int, policy: str, backend: str | None, as_json: bool) -> None:
+    """Benchmark ARTIFACT: per thread count and batch size, latency percentiles of
+    Model.predict, throughput, peak memory and the profile's energy estimate."""
+    from edgekit.artifact import read_artifact
+    from edgekit.stats import usable_cpus
+
+    threads = parse_threads(threads_text)
+    batches = parse_batches(batch_text)
+    manifest = read_artifact(artifact).manifest
+    fixed = manifest["inputs"][0]["shape"][0] if manifest["inputs"] else None
+    rows = []
+    for t in threads:
+        for b in batches:
+            if isinstance(fixed, int) and fixed > 1 and b != fixed:
+                raise UserError(f"this model has a fixed batch of {fixed}; --batch must be "
+                                f"{fixed}, got {b}")
+            rows.append(bench_one(artifact, t, b, duration, runs, warmup, policy, backend))
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(f"{artifact}: target {manifest['target']['name']}, runtime {rows[0]['runtime']}, "
+               f"{usable_cpus()} usable CPUs, warm-up {warmup}, {duration:g} s per row")
+    click.echo(table(rows))

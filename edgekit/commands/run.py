@@ -1,0 +1,78 @@
+"""``edgekit run``: preprocess images as the manifest says, predict, print top-k."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import click
+import numpy as np
+
+
+def is_classifier(model: Any) -> bool:
+    """One output of shape [batch, classes] (or marked ``kind = classifier``)."""
+    if len(model.outputs) != 1:
+        return False
+    entry = model.manifest["outputs"][0]
+    return entry.get("kind") == "classifier" or (len(model.outputs[0].shape) == 2
+                                                 and entry.get("kind") in (None, "classifier"))
+
+
+def top_k(scores: np.ndarray, k: int, labels: list[str] | None) -> list[dict[str, Any]]:
+    """Top-k classes of one row; ``probability`` is softmax unless the row already sums to 1."""
+    row = np.asarray(scores, dtype=np.float64).reshape(-1)
+    already = bool(np.all(row >= 0) and abs(row.sum() - 1.0) < 1e-3)
+    probs = row if already else np.exp(row - row.max()) / np.exp(row - row.max()).sum()
+    order = np.argsort(-row, kind="stable")[:k]
+    return [{"class": int(i), "label": labels[i] if labels and i < len(labels) else str(int(i)),
+             "score": round(float(row[i]), 6), "probability": round(float(probs[i]), 6)}
+            for i in order]
+
+
+@click.command(name="run")
+@click.argument("artifact", type=click.Path(dir_okay=False))
+@click.argument("images", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--top-k", "k", default=5, show_default=True, type=click.IntRange(1),
+              help="Classes to print for a classifier.")
+@click.option("--threads", default="0", show_default=True,
+              help="Thread count, 'auto', or 0 for the runtime default.")
+@click.option("--backend", help="Force a runtime (onnxruntime, litert, tflite-runtime).")
+@click.option("--json", "as_json", is_flag=True, help="Results as JSON.")
+def command(artifact: str, images: tuple[str, ...], k: int, threads: str,
+            backend: str | None, as_json: bool) -> None:
+    """Run ARTIFACT on IMAGES, preprocessed as the manifest's input spec says (what the
+    model was calibrated on); print the top-k classes of a classifier."""
+    import edgekit
+    from edgekit.errors import UserError
+
+    if threads != "auto" and not threads.isdigit():
+        raise UserError(f"--threads expects a count >= 0 or 'auto'; got {threads!r}")
+    results = []
+    with edgekit.load(artifact, backend=backend,
+                      threads=threads if threads == "auto" else int(threads)) as model:
+        classifier = is_classifier(model)
+        labels = model.manifest["outputs"][0].get("labels") if model.outputs else None
+        for image in images:
+            t0 = time.perf_counter()
+            out = model.predict_image(image)
+            ms = (time.perf_counter() - t0) * 1e3
+            entry: dict[str, Any] = {"image": image, "ms": round(ms, 3)}
+            if classifier:
+                entry["top"] = top_k(out[0], k, labels)
+            else:
+                outs = out if isinstance(out, dict) else {model.outputs[0].name: out}
+                entry["outputs"] = {n: {"shape": list(v.shape), "min": float(v.min()),
+                                        "max": float(v.max())} for n, v in outs.items()}
+            results.append(entry)
+    if as_json:
+        click.echo(json.dumps(results, indent=2))
+        return
+    for entry in results:
+        click.echo(f"{entry['image']}  ({entry['ms']:.2f} ms incl. preprocessing)")
+        for rank, item in enumerate(entry.get("top", []), 1):
+            click.echo(f"  {rank}. {item['label']:<16} p={item['probability']:.4f}  "
+                       f"score={item['score']:.4f}")
+        for name, info in entry.get("outputs", {}).items():
+            click.echo(f"  {name}: shape {info['shape']} min {info['min']:.4g} "
+                       f"max {info['max']:.4g}")

@@ -1,0 +1,138 @@
+"""Runs *inside* the emulator (``python3.11 -I -m edgekit.emulation.guest ...``).
+
+Commands (each prints one ``EDGEKIT-EMULATE-RESULT <json>`` line on stdout):
+
+* ``probe``: what the guest sees: machine, /proc/cpuinfo's CPU lines, the HWCAP bits QEMU
+  derives from ``-cpu`` (what runtimes really dispatch on), installed runtime versions.
+* ``verify ARTIFACT [--runs N]``: ``edgekit.verify.verify_artifact`` on every model format
+  whose runtime is installed, then N timed batch-1 runs per format.
+
+Only the stdlib at import time: the probe must work even when a runtime would crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from dataclasses import asdict
+from typing import Any
+
+RESULT_MARK = "EDGEKIT-EMULATE-RESULT "  # same as runner.RESULT_MARK (runner imports nothing here)
+DISTRIBUTIONS = ("numpy", "onnxruntime", "ai-edge-litert")
+# linux/arch/arm64/include/uapi/asm/hwcap.h
+HWCAP_BITS = {"fp": 0, "asimd": 1, "fphp": 9, "asimdhp": 10, "asimddp": 20, "sve": 22}
+HWCAP2_BITS = {"i8mm": 13, "bf16": 14}
+AT_HWCAP, AT_HWCAP2 = 16, 26
+
+
+def cpuinfo() -> dict[str, str]:
+    """The first processor's ``key: value`` lines from /proc/cpuinfo."""
+    fields: dict[str, str] = {}
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError as exc:
+        return {"error": str(exc)}
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break
+            continue
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def hwcaps() -> dict[str, bool]:
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    libc.getauxval.restype = ctypes.c_ulong
+    libc.getauxval.argtypes = [ctypes.c_ulong]
+    hw, hw2 = libc.getauxval(AT_HWCAP), libc.getauxval(AT_HWCAP2)
+    caps = {name: bool(hw >> bit & 1) for name, bit in HWCAP_BITS.items()}
+    caps.update({name: bool(hw2 >> bit & 1) for name, bit in HWCAP2_BITS.items()})
+    return caps
+
+
+def versions() -> dict[str, str]:
+    from importlib import metadata
+
+    found = {}
+    for dist in DISTRIBUTIONS:
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def probe() -> dict[str, Any]:
+    info = cpuinfo()
+    return {
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "cpuinfo": {"implementer": info.get("CPU implementer", ""),
+                    "part": info.get("CPU part", ""), "features": info.get("Features", "")},
+        "hwcap": hwcaps() if platform.machine() == "aarch64" else {},
+        "versions": versions(),
+    }
+
+
+def timed_runs(path: str, formats: list[tuple[str, str]], runs: int) -> dict[str, list[float]]:
+    """Milliseconds per batch-1 inference on the first test vector, per format."""
+    from edgekit.artifact import read_artifact
+    from edgekit.model import Model
+
+    artifact = read_artifact(path)
+    vectors = artifact.test_vectors()
+    feeds = {k[3:]: v[:1] for k, v in vectors.items() if k.startswith("in/")}
+    out: dict[str, list[float]] = {}
+    for fmt, runtime in formats:
+        model = Model(artifact, backend=runtime, threads=0)
+        model.predict(feeds)  # warm-up: first run pays for lazy kernel set-up
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            model.predict(feeds)
+            times.append((time.perf_counter() - start) * 1000.0)
+        model.close()
+        out[fmt] = times
+    return out
+
+
+def verify(path: str, runs: int) -> dict[str, Any]:
+    from edgekit.errors import EdgekitError
+    from edgekit.verify import verify_artifact
+
+    result = probe()
+    try:
+        report = verify_artifact(path)
+    except EdgekitError as exc:
+        result.update(passed=False, error=f"{type(exc).__name__}: {exc}")
+        return result
+    result.update(passed=report.passed, report=asdict(report), lines=report.lines())
+    ran = [(f.format, f.runtime) for f in report.formats if not f.skipped]
+    if report.passed and runs > 0:
+        result["timings_ms"] = timed_runs(path, ran, runs)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="edgekit.emulation.guest")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("probe")
+    ver = sub.add_parser("verify")
+    ver.add_argument("artifact")
+    ver.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args(argv)
+    result = probe() if args.command == "probe" else verify(args.artifact, args.runs)
+    sys.stdout.write(RESULT_MARK + json.dumps(result) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,375 @@
+"""Thread tuner: picks the intra-op thread count by measurement, and re-picks it when
+power state, load or latency change.
+
+Runtimes fix the thread count when a session is created, so a change means a new session:
+it is built on the tuner's own thread and swapped in atomically (``Model.swap_backend``);
+callers never wait for it. The hot path only appends timings to the model's ``Recorder``.
+
+Policies (mean time per sample measured per candidate thread count; see
+``edgekit.stats.typical`` for why not the median):
+
+* ``latency``    lowest time per sample;
+* ``efficiency`` lowest energy per sample, ``watts(threads) * time`` from the profile's power model;
+* ``balanced``   fewest threads whose time is within 10% of the best.
+
+When the power monitor reports on_battery / hot, the tuner switches to ``efficiency`` with at
+most half the cores; throttled / low_battery allow one thread. Spin-waiting is turned off
+for efficiency sessions (onnxruntime ``session.intra_op.allow_spinning=0``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import math
+import os
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from edgekit.backends import Backend, BackendOptions
+from edgekit.errors import UserError
+from edgekit.power import HOT, LOW_BATTERY, ON_BATTERY, THROTTLED, PowerMonitor
+from edgekit.probe import SETTLE_S, probe, probe_feeds
+from edgekit.stats import PowerModel, per_row_seconds, typical, usable_cpus
+
+if TYPE_CHECKING:
+    from edgekit.model import Model
+
+POLICIES = ("balanced", "latency", "efficiency")
+BALANCED_WITHIN = 0.10
+
+
+def check_policy(policy: str) -> str:
+    if policy not in POLICIES:
+        raise UserError(f"policy must be one of {', '.join(POLICIES)}; got {policy!r}")
+    return policy
+
+
+def candidate_threads(profile_cores: int, affinity: int | None = None) -> list[int]:
+    """Thread counts worth trying: 1..n (n = usable CPUs capped by the profile's cores);
+    beyond 4, powers of two and n, so that the probe stays short on big machines."""
+    usable = affinity if affinity is not None else usable_cpus()
+    n = max(1, min(usable, profile_cores) if profile_cores > 0 else usable)
+    if n <= 4:
+        return list(range(1, n + 1))
+    picks = {1, 2, 3, 4, n}
+    p = 8
+    while p < n:
+        picks.add(p)
+        p *= 2
+    return sorted(picks)
+
+
+def choose_threads(per_row_s: dict[int, float], policy: str, power: PowerModel) -> int:
+    """The thread count a policy picks from measured seconds per sample (ties: fewer threads)."""
+    finite = {t: s for t, s in per_row_s.items() if np.isfinite(s)}
+    if not finite:
+        return min(per_row_s)
+    if policy == "latency":
+        return min(finite, key=lambda t: (finite[t], t))
+    if policy == "efficiency":
+        return min(finite, key=lambda t: (power.energy_j(t, finite[t]), t))
+    best = min(finite.values())
+    return min(t for t, s in finite.items() if s <= best * (1.0 + BALANCED_WITHIN))
+
+
+def score(threads: int, per_row_s: float, policy: str, power: PowerModel) -> float:
+    """What a policy minimises (used for the keep-current hysteresis)."""
+    return power.energy_j(threads, per_row_s) if policy == "efficiency" else per_row_s
+
+
+def state_policy(policy: str, state: str, candidates: list[int]) -> tuple[str, list[int]]:
+    """Effective policy and allowed thread counts under a power state."""
+    if state in (THROTTLED, LOW_BATTERY):
+        return "efficiency", [1]
+    if state in (ON_BATTERY, HOT):
+        cap = max(1, max(candidates) // 2)
+        return "efficiency", [t for t in candidates if t <= cap] or [1]
+    return policy, list(candidates)
+
+
+@dataclass
+class TunerOptions:
+    budget_s: float = 1.5  # probe at load: warm-up + timed runs, all candidates
+    warmup: int = 2
+    retune_budget_s: float = 0.6  # offline re-probe when there is no live traffic
+    check_s: float = 0.25  # how often the tuner thread looks at the triggers
+    cooldown_s: float = 2.0  # no load/drift re-tune sooner than this after the last one
+    drift: float = 0.25  # re-tune when latency moves this far from its moving average
+    strikes: int = 2  # ... on this many consecutive checks (hysteresis)
+    load_step: float = 1.0  # re-tune when the 1-min load average moves by a core
+    margin: float = 0.10  # keep the current count unless the new one is this much better
+    explore_samples: int = 24  # live executions measured per candidate window when re-tuning
+    explore_min_s: float = 0.1  # ... over at least this long (longer than scheduler slices)
+    explore_timeout_s: float = 0.5
+    min_samples: int = 6  # executions a drift check needs
+
+
+def tuner_options(value: TunerOptions | dict[str, Any] | None) -> TunerOptions:
+    if isinstance(value, TunerOptions):
+        return value
+    allowed = set(TunerOptions.__dataclass_fields__)
+    unknown = sorted(set(value or {}) - allowed)
+    if unknown:
+        raise UserError(f"unknown tuner option(s) {unknown}; allowed: {', '.join(sorted(allowed))}")
+    return TunerOptions(**(value or {}))
+
+
+class ThreadTuner:
+    """Owns the choice of thread count for one ``Model`` (``threads="auto"``)."""
+
+    def __init__(self, model: Model, policy: str, monitor: PowerMonitor,
+                 options: TunerOptions | None = None) -> None:
+        self.model = model
+        self.policy = check_policy(policy)
+        self.monitor = monitor
+        self.options = options or TunerOptions()
+        profile = model.manifest["target"]["profile"]
+        self.power = PowerModel.from_profile(profile)
+        self.candidates = candidate_threads(int(profile["cpu"]["cores"]))
+        self.events: list[dict[str, Any]] = []
+        self.measured: dict[int, float] = {}
+        self.effective_policy = self.policy
+        self._feeds = probe_feeds(model)
+        self._baseline: float | None = None
+        self._strikes = 0
+        self._seen = 0
+        self._idle = True
+        self._tuned_state = monitor.state
+        self._own_load = 0.0  # this process's CPU use, averaged like the 1-min load average
+        self._cpu_mark = (time.perf_counter(), _cpu_seconds())
+        self._tuned_load = self._external_load(monitor.reading.loadavg)
+        self._tuned_at = 0.0
+        self._retired: list[Backend] = []
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()  # one re-tune at a time
+
+    # -- choosing ---------------------------------------------------------------------
+    def initial(self) -> Backend:
+        """Probe at load (bounded by ``budget_s``); returns the chosen session."""
+        state = self.monitor.state
+        policy, candidates = state_policy(self.policy, state, self.candidates)
+        t0 = time.perf_counter()
+        try:
+            measured, backends = probe(self.model, self._feeds, candidates,
+                                       self.options.budget_s, self.options.warmup,
+                                       spinning=policy != "efficiency")
+        except Exception as exc:  # e.g. symbolic non-batch dims the probe input cannot fill
+            fallback = max(candidates)
+            self._record(f"initial: probe failed ({exc}); using {fallback} threads", state,
+                         policy, None, fallback, {}, "none", t0)
+            return self.model.make_backend(BackendOptions(
+                threads=fallback, allow_spinning=policy != "efficiency"))
+        chosen = choose_threads(measured, policy, self.power)
+        for t, backend in backends.items():
+            if t != chosen:
+                backend.close()
+        self._record("initial", state, policy, None, chosen, measured, "probe", t0)
+        return backends[chosen]
+
+    def retune(self, reason: str) -> int:
+        """Measure the allowed candidates again and swap in the policy's pick."""
+        with self._lock:
+            t0 = time.perf_counter()
+            reading = self.monitor.reading
+            policy, candidates = state_policy(self.policy, reading.state, self.candidates)
+            spinning = policy != "efficiency"
+            current = self.model.backend
+            before = current.options.threads
+            measured, live, mode = self._explore(candidates, spinning, current)
+            if measured is None:  # no live traffic: measure offline (the CPU is ours)
+                measured, live = probe(self.model, self._feeds, candidates,
+                                       self.options.retune_budget_s, self.options.warmup,
+                                       spinning)
+                mode = "probe"
+            chosen = choose_threads(measured, policy, self.power)
+            same_kind = (current.options.allow_spinning == spinning and before in measured)
+            if same_kind and before != chosen and (
+                score(before, measured[before], policy, self.power)
+                <= score(chosen, measured[chosen], policy, self.power) * (1 + self.options.margin)
+            ):
+                chosen = before  # not clearly better: keep the current one (no flapping)
+            target = live.pop(chosen) if chosen in live else current
+            if self.model.backend is not target:
+                self.model.swap_backend(target, close=False)
+            self._retire(list(live.values()) + ([current] if target is not current else []))
+            self._tuned_state = reading.state
+            self._tuned_load = self._external_load(reading.loadavg)
+            self._baseline = measured.get(chosen) if mode == "live" else None
+            self._strikes = 0
+            self._seen = self.model._recorder.n
+            self._record(reason, reading.state, policy, before, chosen, measured, mode, t0)
+            return chosen
+
+    def _explore(self, candidates: list[int], spinning: bool, current: Backend
+                 ) -> tuple[dict[int, float] | None, dict[int, Backend], str]:
+        """Try each candidate on the live traffic, in A B .. B A order so that a load that
+        rises or falls during the exploration weighs on every candidate alike."""
+        recorder = self.model._recorder
+        if len(recorder.recent(1.0)["rows"]) < 2 * self.options.min_samples:
+            return None, {}, "probe"
+        built: dict[int, Backend] = {}
+        sessions: dict[int, Backend] = {}
+        for t in candidates:
+            if t == current.options.threads and current.options.allow_spinning == spinning:
+                sessions[t] = current
+            else:
+                backend = self.model.make_backend(BackendOptions(threads=t,
+                                                                 allow_spinning=spinning))
+                backend.run(self._feeds)  # first run allocates; keep it off the live window
+                sessions[t] = built[t] = backend
+        times: dict[int, list[float]] = {t: [] for t in candidates}
+        for t in candidates + candidates[::-1]:
+            self.model.swap_backend(sessions[t], close=False)
+            time.sleep(SETTLE_S)  # let the previous pool stop spinning, the call in flight end
+            start = recorder.n + 1
+            began = time.perf_counter()
+            deadline = began + self.options.explore_timeout_s
+            while ((recorder.n - start < self.options.explore_samples
+                    or time.perf_counter() - began < self.options.explore_min_s)
+                   and time.perf_counter() < deadline and not self._stop.is_set()):
+                time.sleep(0.005)
+            window = recorder.window(start)
+            window_times = per_row_seconds(window)[window["threads"] == t]
+            if window_times.size < 3:  # traffic stopped mid-way: fall back to the probe
+                self.model.swap_backend(current, close=False)
+                self._retire(list(built.values()))
+                return None, {}, "probe"
+            times[t].extend(window_times.tolist())
+        measured = {t: typical(v) for t, v in times.items()}
+        return measured, built, "live"
+
+    # -- triggers ---------------------------------------------------------------------
+    def check(self) -> str | None:
+        """The reason to re-tune now, or None (called every ``check_s`` by the thread)."""
+        reading = self.monitor.reading
+        if reading.state != self._tuned_state:
+            return f"power {self._tuned_state}->{reading.state}"
+        if time.perf_counter() - self._tuned_at < self.options.cooldown_s:
+            self._seen = self.model._recorder.n
+            return None
+        load = self._external_load(reading.loadavg)
+        if (load is not None and self._tuned_load is not None
+                and abs(load - self._tuned_load) >= self.options.load_step):
+            return f"load {self._tuned_load:.2f}->{load:.2f}"
+        window = self.model._recorder.window(self._seen)
+        self._seen = self.model._recorder.n
+        mine = window["threads"] == self.model.backend.options.threads
+        times = per_row_seconds(window)[mine]
+        if times.size < self.options.min_samples:
+            self._idle = True
+            return None
+        if self._idle:  # first window after a pause: cold caches and clocks, not a trend
+            self._idle = False
+            return None
+        now = typical(times)
+        if self._baseline is None:
+            self._baseline = now
+            return None
+        if abs(now / self._baseline - 1.0) > self.options.drift:
+            self._strikes += 1
+            if self._strikes >= self.options.strikes:
+                return f"drift {self._baseline * 1e3:.3f}->{now * 1e3:.3f} ms/sample"
+            return None
+        self._strikes = 0
+        self._baseline = 0.9 * self._baseline + 0.1 * now  # moving average
+        return None
+
+    def _external_load(self, loadavg: float | None) -> float | None:
+        """Load average minus our own busy threads: serving must not look like a CPU hog."""
+        now, cpu = time.perf_counter(), _cpu_seconds()
+        then, cpu_then = self._cpu_mark
+        if now - then > 0.05:
+            alpha = 1.0 - math.exp(-(now - then) / 60.0)  # the kernel's 1-minute decay
+            self._own_load += alpha * ((cpu - cpu_then) / (now - then) - self._own_load)
+            self._cpu_mark = (now, cpu)
+        return None if loadavg is None else max(0.0, loadavg - self._own_load)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.options.check_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                reason = self.check()
+                if reason:
+                    self.retune(reason)
+            except Exception as exc:  # keep serving on the current session
+                self.events.append({"reason": "error", "error": repr(exc),
+                                    "at": time.perf_counter()})
+                self._tuned_at = time.perf_counter()
+
+    def start(self) -> ThreadTuner:
+        _LIVE.add(self)
+        self.monitor.subscribe(lambda old, new: self._wake.set())
+        self._tuned_at = time.perf_counter()
+        self._thread = threading.Thread(target=self._loop, name="edgekit-tuner", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30.0)
+        self._thread = None
+        self._retire([])
+        for backend in self._retired:
+            backend.close()
+        self._retired = []
+
+    # -- bookkeeping ------------------------------------------------------------------
+    def _retire(self, backends: list[Backend]) -> None:
+        # Callers that grabbed an old session before a swap may still be inside it: close
+        # sessions one re-tune later, never right away.
+        old, self._retired = self._retired, backends
+        for backend in old:
+            if backend is not self.model.backend:
+                backend.close()
+
+    def _record(self, reason: str, state: str, policy: str, before: int | None, chosen: int,
+                measured: dict[int, float], mode: str, t0: float) -> None:
+        now = time.perf_counter()
+        self.measured = dict(measured)
+        self.effective_policy = policy
+        self._tuned_at = now
+        self.events.append({
+            "reason": reason, "state": state, "policy": policy, "mode": mode,
+            "threads_from": before, "threads_to": chosen,
+            "ms_per_sample": {t: round(s * 1e3, 4) for t, s in measured.items()},
+            "seconds": round(now - t0, 3), "at": now,
+        })
+        del self.events[:-50]
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy, "effective_policy": self.effective_policy,
+            "candidates": list(self.candidates), "threads": self.model.backend.options.threads,
+            "ms_per_sample": {t: round(s * 1e3, 4) for t, s in self.measured.items()},
+            "retunes": sum(1 for e in self.events
+                           if not e["reason"].startswith(("initial", "error"))),
+            "events": [{k: v for k, v in e.items() if k != "at"} for e in self.events[-10:]],
+        }
+
+
+def _cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+# A tuner thread still building or timing a session while the interpreter tears down makes
+# onnxruntime abort ("terminate called without an active exception"): stop them first.
+_LIVE: weakref.WeakSet[ThreadTuner] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for tuner in list(_LIVE):
+        tuner.stop()

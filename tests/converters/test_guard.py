@@ -1,0 +1,100 @@
+"""Accuracy guard: per-tensor sensitivity finds the layer int8 breaks, and keeping it float
+wins the accuracy back (real onnxruntime quantization of a real trained model)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from edgekit.converters import build
+from edgekit.converters.context import Dataset
+from edgekit.converters.guard import Sensitivity, fix_set, guard, sensitivity, steps
+
+from ..conftest import DIGITS_NPZ
+from .sizing import outlier_digits
+
+
+class _Reader:
+    def __init__(self, x: np.ndarray) -> None:
+        self._items = iter([{"image": x[i:i + 1]} for i in range(len(x))])
+
+    def get_next(self):
+        return next(self._items, None)
+
+
+@pytest.fixture(scope="module")
+def outlier(tmp_path_factory, digits_data):
+    """(prepared float path, int8 QDQ path, data) for the re-parameterized digits CNN."""
+    import logging
+
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    folder = tmp_path_factory.mktemp("guard")
+    prepared, qdq = folder / "prepared.onnx", folder / "int8.onnx"
+    quant_pre_process(str(outlier_digits(folder)), str(prepared))
+    x, y = digits_data
+    logging.getLogger().setLevel(logging.ERROR)
+    quantize_static(str(prepared), str(qdq), _Reader(x[:64]), quant_format=QuantFormat.QDQ,
+                    per_channel=True, activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8, extra_options={"WeightSymmetric": True})
+    return prepared, qdq, Dataset({"image": x[64:]}, y[64:])
+
+
+def test_sensitivity_ranks_the_crushed_activation_first(outlier):
+    prepared, qdq, data = outlier
+    ranking = sensitivity(prepared, qdq, data, samples=32)
+    first = ranking[0]
+    assert (first.tensor, first.kind) == ("relu", "activation")
+    # producer (conv + its fused relu) and reader: all three must stay float for 'relu' to
+    assert set(first.nodes) == {"node_conv2d", "node_relu", "node_conv2d_1"}
+    others = [s.sqnr_db for s in ranking[1:] if s.tensor != "features.2.weight"]
+    assert first.sqnr_db < 20 < min(others), [(s.tensor, round(s.sqnr_db, 1)) for s in ranking]
+    kinds = {s.kind for s in ranking}
+    assert kinds == {"activation", "weight"}
+    assert "output SQNR" in first.reason()
+
+
+def test_fix_set_of_a_weight_is_its_reader(outlier):
+    import onnx
+
+    model = onnx.load(str(outlier[0]))
+    assert fix_set(model, "head.1.weight", "weight") == ["node_linear"]
+    assert fix_set(model, "logits", "activation") == ["node_linear_1"]
+
+
+def test_steps_skip_tensors_already_covered():
+    items = [Sensitivity("a", "activation", ["n1", "n2"], 5.0),
+             Sensitivity("w", "weight", ["n2"], 9.0),  # covered by 'a'
+             Sensitivity("b", "activation", ["n3"], 20.0)]
+    plans = steps(items)
+    assert [[s.tensor for s in plan] for plan in plans] == [["a"], ["a", "b"]]
+    tried = []
+    result = guard(items, attempt=lambda plan: tried.append(plan) or len(plan),
+                   met=lambda n: n >= 2, give_up=lambda n: False)
+    assert result.met and result.keep_float == ["n1", "n2", "n3"] and len(tried) == 2
+    result = guard(items, attempt=lambda plan: len(plan), met=lambda n: False,
+                   give_up=lambda n: True)
+    assert not result.met and result.keep_float == ["n1", "n2"]  # stopped after one rebuild
+
+
+def test_build_keeps_the_sensitive_layers_float_until_accuracy_is_met(tmp_path):
+    source = outlier_digits(tmp_path)
+    result = build(str(source), target="host", calib=str(DIGITS_NPZ),
+                   output=tmp_path / "guarded.edgekit", formats=["onnx"], method="minmax",
+                   budgets={"accuracy_drop": 1.0}, quiet=True, extra={"prune_ratios": [0.0]})
+    m = result.manifest
+    table = {c["id"]: c for c in m["search"]["candidates"]}
+    plain = table["prune0-minmax"]
+    assert not plain["fits"] and plain["figures"]["accuracy_drop"] > 3.0  # int8 alone fails
+    assert any("accuracy drop" in miss for miss in plain["missed"])
+    chosen = table[m["search"]["winner"]]
+    assert chosen["fits"] and chosen["float_nodes"] > 0
+    guard_section = m["accuracy_guard"]
+    assert guard_section["layers"][0]["tensor"] == "relu"
+    assert {"node_conv2d", "node_conv2d_1"} <= set(guard_section["keep_float"])
+    assert "SQNR" in guard_section["layers"][0]["reason"]
+    assert m["quantization"]["keep_float"] == guard_section["keep_float"]
+    val = m["validation"]
+    assert val["accuracy_float"] - val["accuracy_int8"] <= 0.01
+    floats = {n["name"] for n in m["quantization"]["float_nodes"]}
+    assert {"node_conv2d", "node_conv2d_1"} <= floats

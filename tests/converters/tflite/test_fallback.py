@@ -1,0 +1,114 @@
+"""Ops without an int8 form, or kept float by the accuracy guard, run in float between
+DEQUANTIZE and QUANTIZE and are listed; strict_int8 turns that into an error naming them.
+Ops with no converter at all are refused (or, in a build that only prefers tflite, skipped)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+import torch.nn.functional as F  # noqa: N812
+from edgekit.converters.tflite import convert
+from torch import nn
+
+from edgekit.errors import UnsupportedModelError
+
+from . import nets
+from .helpers import ops_of, parity, tensor
+
+SHAPE = (1, 3, 8, 8)
+
+
+class WithSqrt(nn.Module):
+    """Sqrt has no int8 form in the writer (and onnxruntime leaves it float too)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3, padding=1)
+        self.b = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        return self.b(torch.sqrt(F.relu(self.a(x)) + 1.0))
+
+
+class WithLayerNorm(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3, padding=1)
+        self.ln = nn.LayerNorm(8)
+
+    def forward(self, x):
+        return self.ln(F.relu(self.a(x)).mean(dim=(2, 3)))
+
+
+def _feeds(seed: int = 6) -> dict[str, np.ndarray]:
+    return nets.inputs(SHAPE, 16, seed=seed)
+
+
+def test_uncovered_op_falls_back_to_float_between_dequantize_and_quantize(qdq_models):
+    path = qdq_models("sqrt", WithSqrt(), SHAPE)
+    model, within, worst = parity(path, _feeds())
+    assert within[0] >= 0.99, f"{within[0]:.2%} within one step (worst {worst[0]:.1f})"
+    assert [o["op_type"] for o in model.float_ops] == ["Sqrt"]
+    names = [name for name, _ in ops_of(model.data)]
+    i = names.index("SQRT")
+    assert names[i - 1] == "DEQUANTIZE" and names[i + 1] == "QUANTIZE"
+    assert names.count("CONV_2D") == 2  # the convolutions around it stay int8
+
+
+def test_strict_int8_names_the_float_ops(qdq_models):
+    path = qdq_models("sqrt", WithSqrt(), SHAPE)
+    with pytest.raises(UnsupportedModelError, match=r"strict_int8.*\(Sqrt\)"):
+        convert(onnx.load(str(path)), strict_int8=True)
+
+
+def test_nodes_kept_float_by_the_guard_stay_float(qdq_models):
+    path = qdq_models("sqrt", WithSqrt(), SHAPE)
+    conv = next(n.name for n in onnx.load(str(path)).graph.node if n.op_type == "Conv")
+    # onnxruntime quantized this conv; the guard's keep_float list still makes it float
+    model, within, _ = parity(path, _feeds(), keep_float={conv})
+    assert within[0] >= 0.99
+    assert conv in {o["name"] for o in model.float_ops}
+    assert {o["op_type"] for o in model.float_ops} == {"Conv", "Sqrt"}
+    filters = [tensor(model.data, op.inputs[1]).type
+               for name, op in ops_of(model.data) if name == "CONV_2D"]
+    assert sorted(filters) == [0, 9]  # one float32, one int8 filter (TensorType numbers)
+
+
+def test_op_without_converter_is_refused_with_its_name(qdq_models):
+    path = qdq_models("layernorm", WithLayerNorm(), SHAPE)
+    with pytest.raises(UnsupportedModelError, match="LayerNormalization"):
+        convert(onnx.load(str(path)))
+
+
+@pytest.fixture(scope="module")
+def layernorm_onnx(tmp_path_factory) -> Path:
+    return nets.export(nets.seeded(WithLayerNorm()), SHAPE,
+                       tmp_path_factory.mktemp("ln") / "ln.onnx")
+
+
+def test_build_skips_tflite_it_only_prefers_and_fails_when_asked(layernorm_onnx, tmp_path):
+    from edgekit.converters import build
+
+    common = {"target": "rpi4", "calib": "synthetic", "method": "minmax", "quiet": True}
+    result = build(str(layernorm_onnx), output=tmp_path / "pref.edgekit", **common)
+    assert [m["format"] for m in result.manifest["models"]] == ["onnx"]
+    assert any("LayerNormalization" in w for w in result.manifest["warnings"])
+    with pytest.raises(UnsupportedModelError, match="LayerNormalization"):
+        build(str(layernorm_onnx), output=tmp_path / "asked.edgekit", formats=["tflite"],
+              **common)
+
+
+def test_build_strict_int8_fails_on_a_float_op(tmp_path):
+    from edgekit.converters import build
+
+    src = nets.export(nets.seeded(WithSqrt()), SHAPE, tmp_path / "sqrt.onnx")
+    common = {"target": "rpi4", "calib": "synthetic", "method": "minmax", "quiet": True}
+    result = build(str(src), output=tmp_path / "ok.edgekit", **common)
+    entry = next(m for m in result.manifest["models"] if m["format"] == "tflite")
+    assert [o["op_type"] for o in entry["float_ops"]] == ["Sqrt"]
+    with pytest.raises(UnsupportedModelError, match="Sqrt"):
+        build(str(src), output=tmp_path / "strict.edgekit", strict_int8=True, **common)
