@@ -61,8 +61,9 @@ class Candidate:
 
     def rank_key(self) -> tuple[float, ...]:
         f = self.figures
-        return (f.get("accuracy_drop", np.inf), f.get("latency_ms", np.inf),
-                f.get("storage_mb", np.inf))
+        # cosine to float breaks top-1 ties (a few hundred validation samples tie often)
+        return (f.get("accuracy_drop", np.inf), -f.get("cosine", -np.inf),
+                f.get("latency_ms", np.inf), f.get("storage_mb", np.inf))
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "prune_ratio": self.ratio, "method": self.method,
@@ -104,6 +105,7 @@ class Search:
         self.candidates: list[Candidate] = []
         self.reference: list[np.ndarray] = []
         self.stopped_early = False
+        self.started = time.perf_counter()
 
     # ------------------------------------------------------------------ setup
     def _checked_budgets(self) -> tuple[str, ...]:
@@ -133,6 +135,7 @@ class Search:
         names = self.names
         prefix = [n for n in names[:names.index("data") + 1] if n != "prune"]
         Pipeline(prefix).run(self.base)
+        self.started = time.perf_counter()
         self.reference = run_dataset(self.base.float_path, self.base.val)
         self.base.report(f"  search over prune {self.ratios} x {self.methods} x float fallback; "
                          f"budgets: " + ", ".join(f"{k} {v:g}" for k, v in
@@ -293,10 +296,13 @@ class Search:
                 "why": "the int8 build missed the accuracy budget; these tensors cost the most "
                        "output SQNR when quantized alone, so the nodes quantizing them run float"}
         win.extra_manifest["budgets"] = {**self.budgets.to_dict(), "checked": list(self.checked),
-                                         "figures": cand.figures, "checks": cand.verdict.to_dict()}
+                                         "figures": cand.figures, "checks": cand.verdict.to_dict(),
+                                         "storage_note": "estimated before writing; the artifact "
+                                                         "size is sizes/the file itself"}
         win.extra_manifest["search"] = manifest_section(self, ranked, cand)
         win.stages.append({"name": "search", "params": {"candidates": len(self.candidates),
-                                                        "winner": cand.id}, "seconds": 0.0})
+                                                        "winner": cand.id},
+                           "seconds": round(time.perf_counter() - self.started, 3)})
         Pipeline([n for n in self.names[self.names.index("validate") + 1:]]).run(win)
         written = win.output_path.stat().st_size / B.MB
         limit = self.budgets.limits["storage_mb"]

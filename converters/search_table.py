@@ -65,5 +65,6 @@ def manifest_section(search: Any, ranked: list[Any], winner: Any) -> dict[str, A
     return {"winner": winner.id, "margin": search.margin, "stopped_early": search.stopped_early,
             "ratios": search.ratios, "methods": search.methods, "checked": list(search.checked),
             "order": "pruning ratio ascending, then calibration method, then float fallback",
-            "selection": "most accurate within every budget; ties: lower latency, then storage",
+            "selection": "most accurate within every budget; ties: closer to float (cosine), "
+                         "then lower latency, then smaller",
             "notes": [STORAGE_NOTE, POWER_NOTE], "candidates": candidates}

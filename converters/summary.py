@@ -38,8 +38,9 @@ def summary_lines(result: Any) -> list[str]:
                         if "params_after" in pruning else ""))
     checks = (m.get("budgets") or {}).get("checks") or {}
     if checks:
+        written = {"storage_mb": result.artifact_bytes / 1e6} if result.artifact_bytes else {}
         lines.append("  budgets met: " + ", ".join(
-            f"{k} {c['value']:.4g}/{c['limit']:g}" for k, c in checks.items()))
+            f"{k} {written.get(k, c['value']):.4g}/{c['limit']:g}" for k, c in checks.items()))
     floats = m["quantization"].get("float_nodes") or []
     if floats:
         ops = sorted({f["op"] for f in floats})

@@ -73,7 +73,7 @@ def manifest_table(m: dict[str, Any]) -> str:
         lines += _kv([(k, _size(v)) for k, v in m["sizes"].items() if isinstance(v, (int, float))])
     lines.append("stages")
     lines += _kv([(s["name"], f"{s.get('seconds', 0):.2f} s") for s in m.get("stages", [])])
-    for key in ("estimate", "budgets", "pruning", "candidates"):
+    for key in ("estimate", "budgets", "pruning", "search", "accuracy_guard", "export"):
         if key in m:
             lines.append(f"{key}: see `edgekit inspect --json`")
     return "\n".join(lines)

@@ -100,7 +100,7 @@ class TunerOptions:
     check_s: float = 0.25  # how often the tuner thread looks at the triggers
     cooldown_s: float = 2.0  # no load/drift re-tune sooner than this after the last one
     drift: float = 0.25  # re-tune when latency moves this far from its moving average
-    strikes: int = 2  # ... on this many consecutive checks (hysteresis)
+    strikes: int = 3  # ... on this many consecutive checks (hysteresis)
     load_step: float = 1.0  # re-tune when the 1-min load average moves by a core
     margin: float = 0.10  # keep the current count unless the new one is this much better
     explore_samples: int = 24  # live executions measured per candidate window when re-tuning
@@ -247,15 +247,15 @@ class ThreadTuner:
 
     # -- triggers ---------------------------------------------------------------------
     def check(self) -> str | None:
-        """The reason to re-tune now, or None (called every ``check_s`` by the thread)."""
+        """The reason to re-tune now, or None (called every ``check_s`` by the thread).
+        The moving average and the strikes keep learning during the cooldown after a
+        re-tune; only triggering waits for it to end."""
         reading = self.monitor.reading
         if reading.state != self._tuned_state:
             return f"power {self._tuned_state}->{reading.state}"
-        if time.perf_counter() - self._tuned_at < self.options.cooldown_s:
-            self._seen = self.model._recorder.n
-            return None
+        cooling = time.perf_counter() - self._tuned_at < self.options.cooldown_s
         load = self._external_load(reading.loadavg)
-        if (load is not None and self._tuned_load is not None
+        if (not cooling and load is not None and self._tuned_load is not None
                 and abs(load - self._tuned_load) >= self.options.load_step):
             return f"load {self._tuned_load:.2f}->{load:.2f}"
         window = self.model._recorder.window(self._seen)
@@ -274,7 +274,7 @@ class ThreadTuner:
             return None
         if abs(now / self._baseline - 1.0) > self.options.drift:
             self._strikes += 1
-            if self._strikes >= self.options.strikes:
+            if self._strikes >= self.options.strikes and not cooling:
                 return f"drift {self._baseline * 1e3:.3f}->{now * 1e3:.3f} ms/sample"
             return None
         self._strikes = 0

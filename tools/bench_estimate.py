@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recalibrate", action="store_true")
     parser.add_argument("--threads", default="1,2")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--budget", type=float, default=0.15, help="seconds per config per round")
     parser.add_argument("--tolerance", type=float, default=0.30)
     parser.add_argument("--keep", help="folder for the exported models (default: a temp dir)")

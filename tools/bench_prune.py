@@ -10,7 +10,7 @@ is real; the MobileNetV2-like model has random weights: latency only.
 A last table times one conv stack at channel counts around 64 (int8): counts that are not
 multiples of 8 pay for the padded SIMD lanes without using them.
 
-    python tools/bench_prune.py                 # digits + MobileNetV2-like 0.5 @ 96x96
+    python tools/bench_prune.py                 # digits + MobileNetV2-like @ 160x160
     python tools/bench_prune.py --threads 2 --ratios 0.25,0.5
 """
 
@@ -82,7 +82,7 @@ def bench_model(name: str, make: Any, example: Any, calib: str, ratios: list[flo
 
     print(f"\n== {name}: dense vs pruned, onnxruntime on this machine, {threads} thread(s)")
     head = (f"{'ratio':>6} {'params':>9} {'float ms':>9} {'int8 ms':>9} {'int8 est':>9} "
-            f"{'int8 vs dense':>14} {'artifact kB':>12} {'top-1 float->int8':>19}")
+            f"{'int8 vs dense':>14} {'artifact kB':>12} {'top-1 dense -> pruned -> int8':>30}")
     print(head)
     dense_int8 = None
     with tempfile.TemporaryDirectory() as tmp:
@@ -98,12 +98,14 @@ def bench_model(name: str, make: Any, example: Any, calib: str, ratios: list[flo
             params = m.get("pruning", {}).get("params_after") or sum(
                 p.numel() for p in module.parameters())
             val = m["validation"]
-            acc = (f"{val['accuracy_float']:.1%} -> {val['accuracy_int8']:.1%}"
+            pruned_acc = m.get("pruning", {}).get("accuracy", {})
+            dense_acc = pruned_acc.get("dense_float", val.get("accuracy_float"))
+            acc = (f"{dense_acc:.1%} -> {val['accuracy_float']:.1%} -> {val['accuracy_int8']:.1%}"
                    if "accuracy_int8" in val and not val.get("note") else "(random weights)")
             est = built["est_ms"].get(str(threads))
             print(f"{ratio:>6g} {params:>9,} {f_ms:>9.4f} {q_ms:>9.4f} "
                   f"{(f'{est:.4f}' if est else '-'):>9} {q_ms / dense_int8:>13.2f}x "
-                  f"{built['artifact_bytes'] / 1e3:>12.1f} {acc:>19}")
+                  f"{built['artifact_bytes'] / 1e3:>12.1f} {acc:>30}")
 
 
 def bench_widths(threads: int) -> None:
@@ -143,9 +145,9 @@ def main() -> int:
     bench_model("digits CNN (trained, real held-out digits)", digits_module,
                 torch.zeros(1, 1, 8, 8), str(digits_npz), ratios, args.threads, None)
     if not args.skip_mobilenet:
-        bench_model("MobileNetV2-like width 0.5 @ 96x96 (random weights, no fine-tune)",
-                    lambda: zoo.mobilenetv2_like(num_classes=100, width=0.5).eval(),
-                    torch.randn(1, 3, 96, 96), "synthetic", ratios, args.threads, 0)
+        bench_model("MobileNetV2-like width 1.0 @ 160x160 (random weights, no fine-tune)",
+                    lambda: zoo.mobilenetv2_like(num_classes=1000, width=1.0).eval(),
+                    torch.randn(1, 3, 160, 160), "synthetic", ratios, args.threads, 0)
     bench_widths(args.threads)
     return 0
 

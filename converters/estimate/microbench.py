@@ -38,8 +38,8 @@ def _spec(op: str, channels: int, size: int) -> tuple[list[int], list[tuple], in
         c, hw = 144, 56
         return ([1, c, hw, hw], [("Conv", [c, 1, 3, 3], {**pads, "group": c})], c * 9 * hw * hw,
                 c * hw * hw)
-    if op == "gemm":
-        m, k = 128, 512
+    if op in ("gemm", "small_gemm"):  # small: split across threads, but barely worth it
+        m, k = (128, 512) if op == "gemm" else (16, 64)
         return [m, k], [("MatMul", [k, k], {})], m * k * k, m * k
     if op in ("elementwise", "tiny"):
         shape = [1, 64, 56, 56] if op == "elementwise" else [1, 8]

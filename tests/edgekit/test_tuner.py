@@ -156,7 +156,7 @@ def test_retunes_when_load_average_moves_by_a_core(conv_artifact: Path,
 def test_latency_drift_needs_consecutive_strikes(conv_artifact: Path, tmp_path: Path) -> None:
     with edgekit.load(conv_artifact, threads=1, power_root=str(tmp_path)) as model:
         tuner = ThreadTuner(model, "latency", model.power_monitor(),
-                            TunerOptions(cooldown_s=0.0, min_samples=5))  # not started
+                            TunerOptions(cooldown_s=0.0, min_samples=5, strikes=2))  # not started
         recorder = model._recorder
 
         def feed(ms: float, n: int = 10) -> None:
@@ -190,3 +190,23 @@ def test_probe_failure_falls_back_to_all_cores(tmp_path: Path) -> None:
         assert event["reason"].startswith("initial: probe failed")
         assert model.threads == max(model._tuner.candidates)
         assert model.predict(np.zeros((2, 16), np.float32)).shape == (2, 10)
+
+
+def test_cooldown_delays_a_drift_retune_but_keeps_learning(conv_artifact: Path,
+                                                            tmp_path: Path) -> None:
+    with edgekit.load(conv_artifact, threads=1, power_root=str(tmp_path)) as model:
+        tuner = ThreadTuner(model, "latency", model.power_monitor(),
+                            TunerOptions(cooldown_s=3600.0, min_samples=5, strikes=2))
+        tuner._tuned_at = time.perf_counter()  # as right after a re-tune
+        recorder = model._recorder
+        for ms in (1.0, 1.0, 1.0, 3.0, 3.0, 3.0):  # warm-up window, baseline, then a jump
+            for _ in range(10):
+                t = time.perf_counter()
+                recorder.add(t - ms / 1e3, t, 1, 1)
+            assert tuner.check() is None  # cooling down: never a re-tune
+        assert tuner._baseline == pytest.approx(1e-3, rel=0.01) and tuner._strikes == 3
+        tuner._tuned_at -= 3600.0  # cooldown over: the strikes it saw count
+        for _ in range(10):
+            t = time.perf_counter()
+            recorder.add(t - 3e-3, t, 1, 1)
+        assert (tuner.check() or "").startswith("drift 1.000->3.000")
