@@ -9,7 +9,6 @@ Heavy dependencies (onnx, onnxruntime, torch) are imported by the stages that ne
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import time
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from edgekit.targets import load_profile
 from edgekit.errors import UserError
 
 from .context import BuildConfig, BuildContext, new_workdir
-from .pipeline import STAGES, Pipeline
+from .pipeline import Pipeline
 
 __all__ = ["BuildConfig", "BuildResult", "build", "stages_for"]
 
@@ -43,11 +42,6 @@ class BuildResult:
         return "\n".join(summary_lines(self))
 
 
-def _stage_exists(name: str) -> bool:
-    module = STAGES[name].partition(":")[0]
-    return importlib.util.find_spec(module) is not None
-
-
 def source_kind(source: Any) -> str:
     """'onnx' for an ONNX file, 'torch' for everything a PyTorch export can take."""
     if isinstance(source, (str, Path)) and str(source).lower().endswith(ONNX_SUFFIXES):
@@ -64,22 +58,17 @@ def searching(config: BuildConfig) -> bool:
     return bool(config.search or config.budgets)
 
 
-def stages_for(config: BuildConfig, ctx: BuildContext | None = None) -> list[str]:
+def stages_for(config: BuildConfig) -> list[str]:
     """The stage names a build runs, in order."""
     names = ["load"] if source_kind(config.source) == "onnx" else ["export"]
-    if (config.prune or searching(config)) and _stage_exists("prune"):
+    if config.prune or searching(config):
         names += ["data", "prune", "prepare"]  # pruning recovers on the calibration data
     else:
         names += ["prepare", "data"]
     if names[0] == "export":
         names.append("check_export")  # exported ONNX vs torch, before quantizing
-    names += ["calibrate", "quantize", "validate"]
-    formats = config.formats or (ctx.formats if ctx else [])
-    if "tflite" in formats:
-        names.append("convert_tflite")
-    if _stage_exists("estimate"):
-        names.append("estimate")
-    names.append("package")
+    # convert_tflite skips itself when the artifact ships no tflite (Stage.applies)
+    names += ["calibrate", "quantize", "validate", "convert_tflite", "estimate", "package"]
     return names
 
 
@@ -123,11 +112,7 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
                        report=report or (lambda _m: None), output_path=out)
     start = time.perf_counter()
     try:
-        names = stages_for(config, ctx)
-        if "tflite" in ctx.formats and not _stage_exists("convert_tflite"):
-            names.remove("convert_tflite")
-            ctx.warn("the TFLite writer is not installed in this edgekit; building ONNX only")
-            config.formats = ["onnx"]
+        names = stages_for(config)
         if searching(config):
             from .search import run_search
 

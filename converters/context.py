@@ -31,7 +31,7 @@ class BuildConfig:
     calib_samples: int = 256  # at most this many calibration samples (the rest validate)
     val_samples: int = 1000
     preprocess: dict[str, Any] = field(default_factory=dict)  # image preprocessing overrides
-    formats: list[str] | None = None  # None: the profile's preferred formats
+    formats: list[str] | None = None  # None: the profile's preferred format
     activation_type: str | None = None  # None: the profile's
     per_channel: bool = True
     strict_int8: bool = False
@@ -97,9 +97,15 @@ class BuildContext:
     artifact_bytes: int = 0
     torch_export: Any = None  # PyTorch sources: the model + exported file, for check_export
 
+    resolved_formats: list[str] = field(default_factory=list)
+
     @property
     def formats(self) -> list[str]:
-        return list(self.config.formats or self.profile.runtime["formats"])
+        """Model formats this artifact ships: as asked, else the profile's preferred one only
+        (one model keeps the artifact small; ``--format both`` ships every format)."""
+        if not self.resolved_formats:
+            self.resolved_formats = list(self.config.formats or self.profile.runtime["formats"][:1])
+        return self.resolved_formats
 
     @property
     def activation_type(self) -> str:

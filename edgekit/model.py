@@ -103,10 +103,8 @@ class Model:
     # -- sessions ---------------------------------------------------------------------
     def make_backend(self, options: BackendOptions) -> Backend:
         """A new session of this model (threads are fixed per session by every runtime)."""
-        if self.backend_class.format == "tflite":  # reads I/O layouts and scales from the entry
-            return self.backend_class(self._model_bytes, self.inputs, self.outputs, options,
-                                      entry=self.entry)
-        return self.backend_class(self._model_bytes, self.inputs, self.outputs, options)
+        return self.backend_class(self._model_bytes, self.inputs, self.outputs, options,
+                                  entry=self.entry)
 
     def swap_backend(self, backend: Backend, close: bool = True) -> Backend:
         """Replace the live session; callers already inside ``predict`` finish on the old one.

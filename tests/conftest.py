@@ -25,11 +25,13 @@ def digits_data() -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.fixture(scope="session")
 def digits_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The committed digits CNN built for rpi4 with its profile's formats (real calibration)."""
+    """The committed digits CNN built for rpi4 in both formats (real calibration), so that
+    every runtime (LiteRT and onnxruntime) is exercised on one artifact."""
     from edgekit.converters import build
 
     out = tmp_path_factory.mktemp("digits") / "digits.rpi4.edgekit"
-    build(str(DIGITS_ONNX), target="rpi4", calib=str(DIGITS_NPZ), output=out, quiet=True)
+    build(str(DIGITS_ONNX), target="rpi4", calib=str(DIGITS_NPZ), output=out, quiet=True,
+          formats=["tflite", "onnx"])
     return out
 
 

@@ -41,7 +41,7 @@ class ConvertTflite(Stage):
         keep_float = set(ctx.quantization.get("keep_float") or [])
         strict = bool(ctx.config.strict_int8)
         asked = ctx.config.formats is not None and "tflite" in ctx.config.formats
-        optional = not (strict or asked) and "onnx" in ctx.formats
+        optional = not (strict or asked)
         try:
             model = convert(onnx.load(str(ctx.quant_path)), keep_float=keep_float,
                             strict_int8=strict)
@@ -77,7 +77,9 @@ class ConvertTflite(Stage):
 
     def _skip(self, ctx: BuildContext, why: str) -> None:
         """Ship ONNX only, and say why (the profile preferred tflite; nobody required it)."""
-        ctx.warn(f"no .tflite in this artifact: {why}")
+        ctx.warn(f"no .tflite in this artifact, shipping ONNX instead: {why}")
+        if "onnx" not in ctx.formats:
+            ctx.formats.append("onnx")
         self.used = {"skipped": why[:300]}
 
     def _check(self, ctx: BuildContext, entry: dict[str, Any], data: bytes) -> dict[str, Any]:

@@ -19,23 +19,12 @@ from edgekit.errors import InternalError
 
 from ..context import BuildContext
 from ..pipeline import Stage
-from ..qdq import input_quantization, output_quantization, snap_to_grid
+from ..qdq import snap_to_grid
 
 
 def onnx_entry(ctx: BuildContext) -> None:
     """Add the int8 ONNX model to the artifact's models."""
-    import onnx
-
     data = ctx.quant_path.read_bytes()
-    model = onnx.load_model_from_string(data)
-    quant = output_quantization(model)
-    for out in ctx.outputs:
-        if out["name"] in quant:
-            out["quantization"] = quant[out["name"]]
-    quant = input_quantization(model)
-    for inp in ctx.inputs:
-        if inp["name"] in quant:
-            inp["quantization"] = quant[inp["name"]]
     ctx.model_bytes["model.onnx"] = data
     ctx.models.append({"format": "onnx", "path": "model.onnx", "runtime": "onnxruntime",
                        "bytes": len(data), "sha256": sha256_bytes(data)})
@@ -46,7 +35,7 @@ def expected_outputs(entry: dict[str, Any], data: bytes, inputs: list[TensorSpec
     """Outputs of the packaged model on the first installed backend for its format (host side)."""
     for cls in backends_for(entry["format"]):
         if cls.available():
-            backend = cls(data, inputs, outputs, BackendOptions(threads=1), **_entry_kw(cls, entry))
+            backend = cls(data, inputs, outputs, BackendOptions(threads=1), entry=entry)
             try:
                 fixed = inputs[0].fixed_batch
                 if fixed is None:
@@ -90,13 +79,6 @@ def test_inputs(ctx: BuildContext, count: int) -> tuple[dict[str, np.ndarray], d
             vectors[f"in/{spec['name']}"] = x
         feeds[spec["name"]] = x
     return feeds, vectors
-
-
-def _entry_kw(cls: type, entry: dict[str, Any]) -> dict[str, Any]:
-    # Backends that need the models[] entry (e.g. tflite I/O quantization) accept `entry=`.
-    import inspect
-
-    return {"entry": entry} if "entry" in inspect.signature(cls.__init__).parameters else {}
 
 
 class Package(Stage):

@@ -10,12 +10,25 @@ from typing import Any
 
 from ..context import BuildContext
 from ..pipeline import Stage
-from ..qdq import float_nodes
+from ..qdq import float_nodes, input_quantization, output_quantization
 from ..runner import compare, run_dataset
 
 
 def score(metrics: dict[str, float]) -> tuple[float, float, float]:
     return (metrics.get("accuracy_int8", 0.0), metrics["cosine"], -metrics["max_abs_error"])
+
+
+def annotate_io(ctx: BuildContext, model: Any) -> None:
+    """Record the int8 graph's input and output quantization in the manifest's I/O specs:
+    the input grid lets test vectors be stored as integers, the output step is the
+    tolerance every format is verified against."""
+    for specs, found in ((ctx.inputs, input_quantization(model)),
+                         (ctx.outputs, output_quantization(model))):
+        for spec in specs:
+            if spec["name"] in found:
+                spec["quantization"] = found[spec["name"]]
+            else:
+                spec.pop("quantization", None)
 
 
 class Validate(Stage):
@@ -49,7 +62,9 @@ class Validate(Stage):
         if ctx.val.synthetic:
             ctx.validation["note"] = "synthetic data: accuracy unverified"
         ctx.quantization["method"] = method
-        ctx.quantization["float_nodes"] = float_nodes(onnx.load(str(ctx.quant_path)))
+        chosen = onnx.load(str(ctx.quant_path))
+        ctx.quantization["float_nodes"] = float_nodes(chosen)
+        annotate_io(ctx, chosen)
         for name, metrics in table.items():
             mark = "*" if name == method else " "
             acc = (f" acc {metrics['accuracy_float']:.2%} -> {metrics['accuracy_int8']:.2%}"

@@ -29,7 +29,7 @@ class _AlignedBufferT(S.BufferT):
             builder.StartVector(1, raw.size, _ALIGN)
             builder.head = builder.head - raw.size
             builder.Bytes[builder.head:builder.head + raw.size] = raw.tobytes()
-            data = builder.EndVector(raw.size)
+            data = builder.EndVector()
         S.BufferStart(builder)
         if data is not None:
             S.BufferAddData(builder, data)

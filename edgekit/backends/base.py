@@ -67,10 +67,14 @@ class Backend(ABC):
         inputs: list[TensorSpec],
         outputs: list[TensorSpec],
         options: BackendOptions,
+        entry: dict[str, Any] | None = None,
     ) -> None:
+        """``entry`` is the artifact's models[] entry for this model (formats that re-lay or
+        re-quantize tensors, such as tflite, read their I/O details from it)."""
         self.inputs = inputs
         self.outputs = outputs
         self.options = options
+        self.entry = entry or {}
 
     @classmethod
     @abstractmethod

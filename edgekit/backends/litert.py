@@ -35,7 +35,7 @@ class _TFLiteBackend(Backend):
     ) -> None:
         """``entry`` is the artifact's models[] entry: its inputs/outputs give each tensor's
         layout permutation (and name); scales come from the model itself."""
-        super().__init__(model, inputs, outputs, options)
+        super().__init__(model, inputs, outputs, options, entry)
         interpreter_cls = importlib.import_module(self.module).Interpreter
         kwargs: dict[str, Any] = {"model_content": bytes(model)}
         if options.threads > 0:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from edgekit.backends.base import Backend, BackendOptions, TensorSpec
@@ -19,8 +21,9 @@ class OnnxRuntimeBackend(Backend):
         inputs: list[TensorSpec],
         outputs: list[TensorSpec],
         options: BackendOptions,
+        entry: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__(model, inputs, outputs, options)
+        super().__init__(model, inputs, outputs, options, entry)
         import onnxruntime as ort
 
         so = ort.SessionOptions()

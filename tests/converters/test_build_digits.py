@@ -36,7 +36,21 @@ def test_manifest_records_the_build(digits_artifact):
     assert m["inputs"][0]["name"] == "image" and m["inputs"][0]["layout"] == "NCHW"
     assert m["outputs"][0]["quantization"]["scale"] > 0
     assert m["test_vectors"]["count"] >= 1
-    assert set(m["files"]) >= {"model.onnx", "test_vectors.npz"}
+    assert [e["format"] for e in m["models"]] == ["tflite", "onnx"]
+    assert set(m["files"]) == {"model.tflite", "model.onnx", "test_vectors.npz"}
+
+
+def test_default_format_is_the_profiles_preferred_one(tmp_path):
+    """rpi4 prefers LiteRT: without --format the artifact ships that one model, 3.5x+ smaller."""
+    from edgekit.converters import build
+
+    from ..conftest import DIGITS_NPZ
+
+    result = build(str(DIGITS_ONNX), target="rpi4", calib=str(DIGITS_NPZ),
+                   output=tmp_path / "d.edgekit", quiet=True)
+    assert [e["format"] for e in result.manifest["models"]] == ["tflite"]
+    assert set(result.manifest["files"]) == {"model.tflite", "test_vectors.npz"}
+    assert DIGITS_ONNX.stat().st_size / result.path.stat().st_size >= 3.5
 
 
 def test_loaded_model_predicts_real_digits(digits_onnx_artifact, digits_data):
