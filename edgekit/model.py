@@ -76,6 +76,7 @@ class Model:
         self._fixed_batch = self.inputs[0].fixed_batch if self.inputs else None
         self._fast_name = self.inputs[0].name if len(self.inputs) == 1 else None
         self._fast_shapes: set[tuple[int, ...]] = set()  # shapes that passed validation
+        self._single_output = len(self.outputs) == 1
         self._monitor: Any = None
         self._batcher: Any = None
         self._tuner: Any = None
@@ -171,10 +172,9 @@ class Model:
 
     def predict(self, x: np.ndarray | dict[str, np.ndarray]) -> np.ndarray | dict[str, np.ndarray]:
         """Run the model. One output: an array; several: a dict by output name."""
-        if (type(x) is np.ndarray and x.dtype is _F32 and x.shape in self._fast_shapes
-                and x.flags.c_contiguous):
+        if type(x) is np.ndarray and x.dtype is _F32 and x.shape in self._fast_shapes:
             # Same shape and dtype as an earlier valid call that ran as one backend call:
-            # skip validation. Bookkeeping is a perf_counter pair and a ring store, on fast
+            # skip validation (runtimes copy a non-contiguous array themselves). Bookkeeping is a perf_counter pair and a ring store, on fast
             # models only every SAMPLE_STRIDE-th call (see edgekit/stats.py).
             backend = self._backend
             if self._skip:
@@ -194,7 +194,7 @@ class Model:
                     and self._fixed_batch in (None, shape[0])):
                 self._fast_shapes.add(shape)
             results = self.run_feeds(feeds)
-        if len(results) == 1:
+        if self._single_output:
             return results[0]
         return {spec.name: value for spec, value in zip(self.outputs, results, strict=True)}
 
