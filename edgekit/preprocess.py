@@ -114,8 +114,16 @@ def preprocess_image(image: Any, spec: dict[str, Any], strict_mode: bool = False
             )
     image = image.convert("L" if want_gray else "RGB")
     image = _resize(image, (height, width), spec["resize"], name)
-    pixels = np.asarray(image, dtype=np.float32)
-    if want_gray:
+    return normalize(np.asarray(image), spec)
+
+
+def normalize(pixels: np.ndarray, spec: dict[str, Any]) -> np.ndarray:
+    """Raw 0..255 pixels already at the model's size (HxW gray or HxWx3 RGB) -> the model
+    input: channel order, scale, mean/std and layout from the spec, float32 [1, ...].
+
+    numpy only, so that camera frames can be fed without Pillow."""
+    pixels = np.asarray(pixels, dtype=np.float32)
+    if pixels.ndim == 2:
         pixels = pixels[:, :, None]
     elif spec["color"] == "bgr":
         pixels = pixels[:, :, ::-1]

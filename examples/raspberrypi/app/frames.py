@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from edgekit.errors import CalibrationError
-from edgekit.preprocess import check_spec, default_spec, preprocess_image
+from edgekit.preprocess import check_spec, default_spec, normalize, preprocess_image
 
 try:
     from PIL import Image
@@ -119,17 +119,7 @@ def array_to_input(pixels: np.ndarray, spec: dict[str, Any], name: str = "<frame
             keep_h, keep_w = min(h, round(height / scale)), min(w, round(width / scale))
             top, left = (h - keep_h) // 2, (w - keep_w) // 2
             pixels = pixels[top:top + keep_h, left:left + keep_w]
-    data = box_resize(pixels, height, width)
-    if data.ndim == 2:
-        data = data[:, :, None]
-    elif spec["color"] == "bgr":
-        data = data[:, :, ::-1]
-    mean = np.asarray(spec["mean"], dtype=np.float32)
-    std = np.asarray(spec["std"], dtype=np.float32)
-    data = (data * np.float32(spec["scale"]) - mean) / std
-    if spec["layout"] == "NCHW":
-        data = data.transpose(2, 0, 1)
-    return np.ascontiguousarray(data[None], dtype=np.float32)
+    return normalize(box_resize(pixels, height, width), spec)
 
 
 # -- image files without Pillow -----------------------------------------------------------

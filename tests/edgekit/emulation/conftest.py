@@ -48,7 +48,8 @@ def zero2w_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def mobilenetv2_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A MobileNetV2-size model (3.5 M parameters, 224x224, random weights: size and op mix
-    only) built for rpi4 on synthetic calibration, kept small: minmax, few samples."""
+    only) built for rpi4 in both formats on synthetic calibration, kept small: minmax, few
+    samples."""
     import zoo  # tools/zoo.py, on sys.path via tests/conftest.py
     from edgekit.converters import build
 
@@ -57,5 +58,6 @@ def mobilenetv2_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
                                 folder / "mobilenetv2.onnx")
     out = folder / "mobilenetv2.rpi4.edgekit"
     build(str(onnx_path), target="rpi4", calib="synthetic", output=out, method="minmax",
-          calib_samples=8, val_samples=4, test_vectors=2, quiet=True)
+          calib_samples=8, val_samples=4, test_vectors=2, quiet=True,
+          formats=["tflite", "onnx"])  # both runtimes verified under emulation
     return out
