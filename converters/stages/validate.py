@@ -65,9 +65,25 @@ class Validate(Stage):
         chosen = onnx.load(str(ctx.quant_path))
         ctx.quantization["float_nodes"] = float_nodes(chosen)
         annotate_io(ctx, chosen)
+        self._check_accuracy_budget(ctx, table[method])
         for name, metrics in table.items():
             mark = "*" if name == method else " "
             acc = (f" acc {metrics['accuracy_float']:.2%} -> {metrics['accuracy_int8']:.2%}"
                    if "accuracy_int8" in metrics else "")
             ctx.report(f"  {mark} {name:<10} cosine {metrics['cosine']:.5f}  max|err| "
                        f"{metrics['max_abs_error']:.4g}{acc}")
+
+    @staticmethod
+    def _check_accuracy_budget(ctx: BuildContext, metrics: dict[str, float]) -> None:
+        """A plain build does not search, but says when int8 misses the accuracy budget."""
+        if ctx.val.synthetic or ctx.config.search or ctx.config.budgets:
+            return  # unverifiable, or the search and its accuracy guard handle it
+        if "accuracy_int8" in metrics:
+            drop, unit = (metrics["accuracy_float"] - metrics["accuracy_int8"]) * 100, "points"
+        else:
+            drop, unit = (1 - metrics["cosine"]) * 100, "x (1 - cosine) x 100"
+        budget = float(ctx.profile.budgets["accuracy_drop"])
+        if drop > budget:
+            ctx.warn(f"int8 loses {drop:.2f} {unit} against float, over the {ctx.profile.name} "
+                     f"accuracy budget of {budget:g}: rebuild with --max-accuracy-drop {budget:g} "
+                     "to let the accuracy guard keep the most sensitive layers in float")

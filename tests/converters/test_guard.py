@@ -98,3 +98,13 @@ def test_build_keeps_the_sensitive_layers_float_until_accuracy_is_met(tmp_path):
     assert val["accuracy_float"] - val["accuracy_int8"] <= 0.01
     floats = {n["name"] for n in m["quantization"]["float_nodes"]}
     assert {"node_conv2d", "node_conv2d_1"} <= floats
+
+
+def test_plain_build_warns_when_int8_misses_the_accuracy_budget(tmp_path):
+    """Without budget flags nothing is searched, but the miss is said, with the flag to pass."""
+    source = outlier_digits(tmp_path)
+    result = build(str(source), target="host", calib=str(DIGITS_NPZ),
+                   output=tmp_path / "plain.edgekit", formats=["onnx"], quiet=True)
+    warning = next(w for w in result.warnings if "accuracy budget" in w)
+    assert "--max-accuracy-drop 1" in warning and "points" in warning
+    assert "search" not in result.manifest
