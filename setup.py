@@ -49,7 +49,7 @@ setup(
         # on the host
         "build": [
             "onnx>=1.16",
-            ONNXRUNTIME,
+            "onnxruntime>=1.32",  # quantize_static(calibration_cache_path=...): one calibration, many candidates
             "pillow>=9",
             "tqdm>=4.60",
             "flatbuffers>=23.5",
@@ -57,7 +57,10 @@ setup(
         ],
         # pin torch where this project installs it (README, .ci/run): torch==2.13.0
         "torch": ["torch>=2.4", "onnxscript>=0.1", "torch-pruning>=1.4"],
-        "test": ["pytest>=7", "scikit-learn>=1.3", "ruff>=0.4", "digit-recognizer-py"],
+        # and digit-recognizer-py (a trained MNIST CNN) installed with --no-deps by tools/test.sh:
+        # its declared torchvision would replace the pinned torch
+        # ruff pinned: CI runs `ruff check .`, and new releases add rules
+        "test": ["pytest>=7", "scikit-learn>=1.3", "ruff==0.17.6"],
     },
     entry_points={"console_scripts": ["edgekit=edgekit.cli:main"]},
 )

