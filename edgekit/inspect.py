@@ -30,7 +30,10 @@ def manifest_table(m: dict[str, Any]) -> str:
     ])
     lines.append("models")
     for e in m["models"]:
-        extra = f", input layout {e['input_layout']}" if e.get("input_layout") else ""
+        layouts = sorted({i.get("layout") for i in e.get("inputs", []) if i.get("layout")})
+        extra = f", runs {'/'.join(layouts)} inside" if layouts else ""
+        if e.get("float_ops"):
+            extra += f", {len(e['float_ops'])} float op(s)"
         lines += _kv([(e["format"], f"{e['path']} {_size(e['bytes'])} on {e['runtime']}{extra}")])
     lines.append("inputs")
     for i in m["inputs"]:
@@ -71,9 +74,15 @@ def manifest_table(m: dict[str, Any]) -> str:
     if m.get("sizes"):
         lines.append("sizes")
         lines += _kv([(k, _size(v)) for k, v in m["sizes"].items() if isinstance(v, (int, float))])
+    est = m.get("estimate", {}).get("variants", {}).get("int8")
+    if est:
+        lines.append(f"estimate on {m['estimate'].get('target')} ({m['estimate'].get('cost_model')} cost model)")
+        lines += _kv([(f"{t} thread(s)", f"{est['latency_ms'][t]:.3g} ms, {est['energy_mj'][t]:.3g} mJ, "
+                       f"{est['power_w'][t]:.3g} W") for t in est["latency_ms"]])
+        lines += _kv([("RAM", _size(est["ram_bytes"])), ("MACs", f"{est['macs'] / 1e6:.3g} M")])
     lines.append("stages")
     lines += _kv([(s["name"], f"{s.get('seconds', 0):.2f} s") for s in m.get("stages", [])])
-    for key in ("estimate", "budgets", "pruning", "search", "accuracy_guard", "export"):
+    for key in ("budgets", "pruning", "search", "accuracy_guard", "export"):
         if key in m:
             lines.append(f"{key}: see `edgekit inspect --json`")
     return "\n".join(lines)
