@@ -15,7 +15,7 @@ import onnx
 from edgekit.converters.tflite.context import ConversionContext
 from edgekit.converters.tflite.graph import OnnxGraph
 from edgekit.converters.tflite.layout import NHWC, Value, identity, layout_name
-from edgekit.converters.tflite.ops import REGISTRY, OpSpec
+from edgekit.converters.tflite.ops import FUSIONS, REGISTRY, OpSpec
 from edgekit.converters.tflite.ops.activation import fused_code
 from edgekit.converters.tflite.qdq_fill import fill_qdq
 from edgekit.converters.tflite.quant import activation_params
@@ -48,7 +48,8 @@ def convert(model: onnx.ModelProto, keep_float: set[str] | frozenset[str] = froz
     """
     keep = set(keep_float)
     int8_ops = {op for op, spec in REGISTRY.items() if spec.int8}
-    graph = OnnxGraph(model, rewrite=lambda m: fill_qdq(m, int8_ops, keep))
+    graph = OnnxGraph(model, rewrite=lambda m: fill_qdq(m, int8_ops, keep),
+                      fuse=lambda g: [fuse(g, keep) for fuse in FUSIONS])
     return _Driver(graph, keep, int8_io).run(strict_int8)
 
 

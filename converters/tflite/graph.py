@@ -41,7 +41,8 @@ def _attrs(node: onnx.NodeProto) -> dict:
 
 class OnnxGraph:
     def __init__(self, model: onnx.ModelProto, batch: int = 1,
-                 rewrite: Callable[[onnx.ModelProto], object] | None = None) -> None:
+                 rewrite: Callable[[onnx.ModelProto], object] | None = None,
+                 fuse: Callable[[OnnxGraph], object] | None = None) -> None:
         model = _fix_batch(model, batch)
         if rewrite is not None:
             rewrite(model)  # on our copy, before shapes are inferred
@@ -65,6 +66,8 @@ class OnnxGraph:
         self.nodes: list[onnx.NodeProto] = []
         self.attrs: dict[int, dict] = {}
         self._fold_and_index()
+        if fuse is not None:
+            fuse(self)  # after shape inference: fused nodes keep the shapes of what they replace
 
     def _record(self, vi: onnx.ValueInfoProto) -> None:
         t = vi.type.tensor_type
@@ -84,6 +87,12 @@ class OnnxGraph:
                 continue
             self.attrs[id(node)] = _attrs(node)
             self.nodes.append(node)
+        self.reindex()
+        for name, value in self.const.items():
+            self.shapes.setdefault(name, tuple(value.shape))
+
+    def reindex(self) -> None:
+        """Rebuild producers and consumers (after a fusion edited ``nodes``)."""
         self.producer: dict[str, onnx.NodeProto] = {}
         self.consumers: dict[str, list[onnx.NodeProto]] = {}
         for node in self.nodes:
@@ -92,8 +101,15 @@ class OnnxGraph:
             for name in node.input:
                 if name:
                     self.consumers.setdefault(name, []).append(node)
-        for name, value in self.const.items():
-            self.shapes.setdefault(name, tuple(value.shape))
+
+    def replace(self, old: list[onnx.NodeProto], new: onnx.NodeProto) -> None:
+        """Put ``new`` where the last of ``old`` was and drop ``old`` (then reindex)."""
+        gone = {id(n) for n in old}
+        last = max(i for i, n in enumerate(self.nodes) if id(n) in gone)
+        self.attrs[id(new)] = _attrs(new)
+        nodes = self.nodes[:last] + [new] + self.nodes[last + 1:]
+        self.nodes = [n for n in nodes if id(n) not in gone]
+        self.reindex()
 
     def _try_fold(self, node: onnx.NodeProto) -> bool:
         if node.op_type not in _FOLDABLE or node.domain not in ("", "ai.onnx"):

@@ -67,6 +67,8 @@ OPTIONS: dict[int, tuple[int, type]] = {
     Op.SPLIT_V: (S.BuiltinOptions.SplitVOptions, S.SplitVOptionsT),
     Op.STRIDED_SLICE: (S.BuiltinOptions.StridedSliceOptions, S.StridedSliceOptionsT),
     Op.BATCH_MATMUL: (S.BuiltinOptions.BatchMatMulOptions, S.BatchMatMulOptionsT),
+    Op.GATHER: (S.BuiltinOptions.GatherOptions, S.GatherOptionsT),
+    Op.GELU: (S.BuiltinOptions.GeluOptions, S.GeluOptionsT),
 }
 
 

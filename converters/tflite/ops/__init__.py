@@ -6,7 +6,10 @@ from edgekit.converters.tflite.ops import (
     activation,
     conv,
     elementwise,
+    gather,
+    gelu,
     gemm,
+    layernorm,
     pad,
     pool,
     resize,
@@ -27,9 +30,15 @@ REGISTRY: dict[str, OpSpec] = {
     **softmax.SPECS,
     **pad.SPECS,
     **resize.SPECS,
+    **gather.SPECS,
+    **gelu.SPECS,
+    **layernorm.SPECS,
 }
+
+# graph rewrites run after shape inference, before conversion: (graph, keep_float) -> count
+FUSIONS = [gelu.fuse_gelu]
 
 # what the writer emits as integer kernels (the rest of REGISTRY is float-only)
 INT8_OPS = sorted(op for op, spec in REGISTRY.items() if spec.int8)
 
-__all__ = ["INT8_OPS", "REGISTRY", "OpSpec"]
+__all__ = ["FUSIONS", "INT8_OPS", "REGISTRY", "OpSpec"]

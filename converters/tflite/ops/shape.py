@@ -24,7 +24,9 @@ def convert_reshape(ctx: ConversionContext, node: onnx.NodeProto) -> None:
     if x.is_const:
         x = ctx.to_layout(x, plain)
     elif x.perm != plain and not order_preserving(x.onnx_shape, x.perm, plain):
-        if _feeds_only_fc(ctx, node) and rank_out == 2 and out_shape[0] == x.onnx_shape[0]:
+        # (only with the batch axis first: the columns are then the remaining axes)
+        if _feeds_only_fc(ctx, node) and rank_out == 2 and x.perm[0] == 0 and \
+                out_shape[0] == x.onnx_shape[0]:
             out = ctx.output(node, 0, identity(2), x.qparams)
             ctx.emit(Op.RESHAPE, [x, ctx.int32(out.shape, "shape")], [out],
                      _reshape_options(out.shape))

@@ -35,6 +35,8 @@ class WithSqrt(nn.Module):
 
 
 class WithLayerNorm(nn.Module):
+    """LayerNormalization has no LiteRT kernel: written as float builtins."""
+
     def __init__(self) -> None:
         super().__init__()
         self.a = nn.Conv2d(3, 8, 3, padding=1)
@@ -42,6 +44,17 @@ class WithLayerNorm(nn.Module):
 
     def forward(self, x):
         return self.ln(F.relu(self.a(x)).mean(dim=(2, 3)))
+
+
+class WithCumSum(nn.Module):
+    """CumSum has no converter at all."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x):
+        return torch.cumsum(F.relu(self.a(x)).mean(dim=(2, 3)), dim=1)
 
 
 def _feeds(seed: int = 6) -> dict[str, np.ndarray]:
@@ -78,27 +91,39 @@ def test_nodes_kept_float_by_the_guard_stay_float(qdq_models):
     assert sorted(filters) == [0, 9]  # one float32, one int8 filter (TensorType numbers)
 
 
-def test_op_without_converter_is_refused_with_its_name(qdq_models):
+def test_layernorm_is_written_as_float_builtins(qdq_models):
     path = qdq_models("layernorm", WithLayerNorm(), SHAPE)
-    with pytest.raises(UnsupportedModelError, match="LayerNormalization"):
+    model, within, worst = parity(path, _feeds())
+    assert within[0] >= 0.99, f"{within[0]:.2%} within one step (worst {worst[0]:.1f})"
+    assert [o["op_type"] for o in model.float_ops] == ["LayerNormalization"]
+    names = [name for name, _ in ops_of(model.data)]
+    i = names.index("DEQUANTIZE")
+    assert names[i:i + 10] == ["DEQUANTIZE", "MEAN", "SUB", "MUL", "MEAN", "ADD", "RSQRT",
+                               "MUL", "MUL", "ADD"]
+    assert names[i + 10] == "QUANTIZE" and names.count("CONV_2D") == 1
+
+
+def test_op_without_converter_is_refused_with_its_name(qdq_models):
+    path = qdq_models("cumsum", WithCumSum(), SHAPE)
+    with pytest.raises(UnsupportedModelError, match="CumSum"):
         convert(onnx.load(str(path)))
 
 
 @pytest.fixture(scope="module")
-def layernorm_onnx(tmp_path_factory) -> Path:
-    return nets.export(nets.seeded(WithLayerNorm()), SHAPE,
-                       tmp_path_factory.mktemp("ln") / "ln.onnx")
+def cumsum_onnx(tmp_path_factory) -> Path:
+    return nets.export(nets.seeded(WithCumSum()), SHAPE,
+                       tmp_path_factory.mktemp("cumsum") / "cumsum.onnx")
 
 
-def test_build_skips_tflite_it_only_prefers_and_fails_when_asked(layernorm_onnx, tmp_path):
+def test_build_skips_tflite_it_only_prefers_and_fails_when_asked(cumsum_onnx, tmp_path):
     from edgekit.converters import build
 
     common = {"target": "rpi4", "calib": "synthetic", "method": "minmax", "quiet": True}
-    result = build(str(layernorm_onnx), output=tmp_path / "pref.edgekit", **common)
+    result = build(str(cumsum_onnx), output=tmp_path / "pref.edgekit", **common)
     assert [m["format"] for m in result.manifest["models"]] == ["onnx"]
-    assert any("LayerNormalization" in w for w in result.manifest["warnings"])
-    with pytest.raises(UnsupportedModelError, match="LayerNormalization"):
-        build(str(layernorm_onnx), output=tmp_path / "asked.edgekit", formats=["tflite"],
+    assert any("CumSum" in w for w in result.manifest["warnings"])
+    with pytest.raises(UnsupportedModelError, match="CumSum"):
+        build(str(cumsum_onnx), output=tmp_path / "asked.edgekit", formats=["tflite"],
               **common)
 
 
