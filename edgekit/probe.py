@@ -36,13 +36,18 @@ def probe_feeds(model: Model) -> dict[str, np.ndarray]:
 # (measured here: 2-thread session, then a sleep: 0.04 s of CPU whatever the sleep beyond
 # 50 ms). Measuring another session during that window bills the spinning to it.
 SETTLE_S = 0.05
+# Blocks per candidate at most (fewer for slow models): with the budget split into more,
+# shorter blocks, a burst of other work spoils a smaller share of one candidate's blocks.
+BLOCKS = 12
 
 
 def probe(model: Model, feeds: dict[str, np.ndarray], candidates: list[int], budget_s: float,
           warmup: int, spinning: bool) -> tuple[dict[int, float], dict[int, Backend]]:
     """Timed blocks of one session per candidate, in rotating order (fair under changing
-    load). Each block drops its first run and its first ``SETTLE_S``: the previous block's
-    pool is still spinning then and would bill its CPU to this candidate."""
+    load); each candidate's estimate is the median of its block means (``block_estimate``). A block
+    after a spinning multi-thread session drops its first ``SETTLE_S``: that pool is still
+    spinning then and would bill its CPU to this candidate. Every block drops its first run
+    (the pool wakes up, caches refill)."""
     start = time.perf_counter()
     backends = {t: model.make_backend(BackendOptions(threads=t, allow_spinning=spinning))
                 for t in candidates}
@@ -50,24 +55,44 @@ def probe(model: Model, feeds: dict[str, np.ndarray], candidates: list[int], bud
         for _ in range(max(1, warmup)):
             backend.run(feeds)
     rows = max(1, next(iter(feeds.values())).shape[0]) if feeds else 1
-    rounds = max(2, 8 // len(candidates))
-    block_s = max(0.01, (start + budget_s - time.perf_counter()) / (rounds * len(candidates)))
-    samples: dict[int, list[float]] = {t: [] for t in candidates}
+    rounds = max(2, BLOCKS // len(candidates))
+    settle = {t: SETTLE_S if spinning and t > 1 else 0.0 for t in candidates}
+    blocks_s = start + budget_s - time.perf_counter() - SETTLE_S * sum(
+        1 for t in candidates if settle[t]) * rounds
+    block_s = max(0.01, blocks_s / (rounds * len(candidates)))
+    blocks: dict[int, list[float]] = {t: [] for t in candidates}
     hard_stop = start + 3 * budget_s
+    previous = candidates[-1]
     for r in range(rounds):
         for t in candidates[r % len(candidates):] + candidates[:r % len(candidates)]:
             backend = backends[t]
+            skip_s = settle[previous] if previous != t else 0.0
+            previous = t
             block_start = time.perf_counter()
+            measure_from = block_start + skip_s
             runs = 0
+            times: list[float] = []
             while True:
                 t0 = time.perf_counter()
                 backend.run(feeds)
                 t1 = time.perf_counter()
                 runs += 1
-                if runs > 1 and t0 - block_start >= SETTLE_S:  # slow models: from run 2
-                    samples[t].append(t1 - t0)
-                if t1 - block_start >= block_s and samples[t] or t1 >= hard_stop:
+                if runs > 1 and t0 >= measure_from:  # slow models: from run 2
+                    times.append(t1 - t0)
+                if t1 - measure_from >= block_s and times or t1 >= hard_stop:
                     break
+            if times:
+                blocks[t].append(typical(times))
         if time.perf_counter() >= start + budget_s and r >= 1:
             break  # slow model: fewer rounds rather than a longer load
-    return {t: typical(s) / rows for t, s in samples.items()}, backends
+    return {t: block_estimate(b) / rows for t, b in blocks.items()}, backends
+
+
+def block_estimate(block_means: list[float]) -> float:
+    """A candidate's time from the means of its blocks: their median. A burst of other
+    work (a test run starting, a cron job) spoils whole blocks of whichever candidate runs
+    then; the median ignores a few spoiled blocks, where the mean of all runs would carry
+    them. Not the best block: an extra thread under steady load varies the most from block
+    to block, and its luckiest block would win. Within a block the mean keeps the stalls
+    an extra thread suffers on a busy CPU (see ``typical``)."""
+    return float(np.median(block_means)) if block_means else float("nan")

@@ -14,6 +14,7 @@ Energy uses the target profile's power model (the board is not metered):
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 SAMPLE_BELOW_S = 200e-6
-SAMPLE_STRIDE = 8
+SAMPLE_STRIDE = 16
 
 
 def usable_cpus() -> int:
@@ -31,6 +32,59 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
         return os.cpu_count() or 1
+
+
+def process_cpu_seconds() -> float:
+    """CPU time of this process, all threads (an onnxruntime pool's spinning included)."""
+    times = os.times()
+    return times.user + times.system
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def busy_seconds(path: str) -> float | None:
+    """CPU seconds all cores spent busy since boot (the ``cpu`` line of proc/stat:
+    user nice system idle iowait irq softirq steal ...), or None where it is unreadable."""
+    try:
+        with open(path) as handle:
+            fields = handle.readline().split()
+        ticks = [int(v) for v in fields[1:9]]
+    except (OSError, ValueError):
+        return None
+    if fields[:1] != ["cpu"] or len(ticks) < 8:
+        return None
+    return (sum(ticks[:3]) + sum(ticks[5:8])) / _TICK
+
+
+class BusyMeter:
+    """Cores kept busy by other processes: all busy CPU time in ``<root>/proc/stat`` minus
+    this process's, averaged over about ``tau_s``. Unlike the 1-min load average it shows a
+    competitor that starts or ends within a second or two. None where proc/stat is missing.
+    Not thread-safe: one reader (the tuner's thread)."""
+
+    def __init__(self, root: str, tau_s: float = 1.0) -> None:
+        self.path = os.path.join(root, "proc/stat")
+        self.tau_s = max(1e-3, tau_s)
+        self.restart()
+
+    def restart(self) -> None:
+        """Forget the average: the next ``read`` covers from now on, unsmoothed."""
+        self.value: float | None = None
+        self._mark = (time.perf_counter(), busy_seconds(self.path), process_cpu_seconds())
+
+    def read(self) -> float | None:
+        now, busy, cpu = time.perf_counter(), busy_seconds(self.path), process_cpu_seconds()
+        then, busy_then, cpu_then = self._mark
+        if busy is None or busy_then is None:
+            return None
+        if now - then >= 0.1:  # below that, clock-tick granularity (10 ms) dominates
+            cores = max(0.0, (busy - busy_then - (cpu - cpu_then)) / (now - then))
+            alpha = 1.0 - math.exp(-(now - then) / self.tau_s)
+            self.value = cores if self.value is None else self.value + alpha * (
+                cores - self.value)
+            self._mark = (now, busy, cpu)
+        return self.value
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,18 @@ Runtimes fix the thread count when a session is created, so a change means a new
 it is built on the tuner's own thread and swapped in atomically (``Model.swap_backend``);
 callers never wait for it. The hot path only appends timings to the model's ``Recorder``.
 
-Policies (mean time per sample measured per candidate thread count; see
-``edgekit.stats.typical`` for why not the median):
+Policies (time per sample measured per candidate thread count: the median over timed
+blocks of the mean within each block, see ``edgekit.probe.block_estimate`` and
+``edgekit.stats.typical``):
 
 * ``latency``    lowest time per sample;
 * ``efficiency`` lowest energy per sample, ``watts(threads) * time`` from the profile's power model;
 * ``balanced``   fewest threads whose time is within 10% of the best.
+
+Re-tune triggers: a power state change; the 1-min load average or, faster, other processes'
+CPU use (proc/stat minus this process) moving by ``load_step`` / ``busy_step`` cores; latency
+drifting from its moving average. An offline re-probe waits while this process is busy
+with other work, which it would otherwise measure as load.
 
 When the power monitor reports on_battery / hot, the tuner switches to ``efficiency`` with at
 most half the cores; throttled / low_battery allow one thread. Spin-waiting is turned off
@@ -21,7 +27,6 @@ from __future__ import annotations
 
 import atexit
 import math
-import os
 import threading
 import time
 import weakref
@@ -33,8 +38,15 @@ import numpy as np
 from edgekit.backends import Backend, BackendOptions
 from edgekit.errors import UserError
 from edgekit.power import HOT, LOW_BATTERY, ON_BATTERY, THROTTLED, PowerMonitor
-from edgekit.probe import SETTLE_S, probe, probe_feeds
-from edgekit.stats import PowerModel, per_row_seconds, typical, usable_cpus
+from edgekit.probe import SETTLE_S, block_estimate, probe, probe_feeds
+from edgekit.stats import (
+    BusyMeter,
+    PowerModel,
+    per_row_seconds,
+    process_cpu_seconds,
+    typical,
+    usable_cpus,
+)
 
 if TYPE_CHECKING:
     from edgekit.model import Model
@@ -102,11 +114,15 @@ class TunerOptions:
     drift: float = 0.25  # re-tune when latency moves this far from its moving average
     strikes: int = 3  # ... on this many consecutive checks (hysteresis)
     load_step: float = 1.0  # re-tune when the 1-min load average moves by a core
+    busy_step: float = 0.5  # ... or when other processes' CPU use (proc/stat) moves this much
+    busy_tau_s: float = 1.0  # averaging time of that CPU use
     margin: float = 0.10  # keep the current count unless the new one is this much better
     explore_samples: int = 24  # live executions measured per candidate window when re-tuning
     explore_min_s: float = 0.1  # ... over at least this long (longer than scheduler slices)
-    explore_timeout_s: float = 0.5
+    explore_timeout_s: float = 1.5  # per window: bursty traffic may pause in between
     min_samples: int = 6  # executions a drift check needs
+    own_busy: float = 0.3  # cores this process used since the last check that put off ...
+    defer_s: float = 5.0  # ... an offline re-probe (no live traffic), for at most this long
 
 
 def tuner_options(value: TunerOptions | dict[str, Any] | None) -> TunerOptions:
@@ -141,8 +157,14 @@ class ThreadTuner:
         self._idle = True
         self._tuned_state = monitor.state
         self._own_load = 0.0  # this process's CPU use, averaged like the 1-min load average
-        self._cpu_mark = (time.perf_counter(), _cpu_seconds())
+        self._cpu_mark = (time.perf_counter(), process_cpu_seconds())
         self._tuned_load = self._external_load(monitor.reading.loadavg)
+        self._busy = BusyMeter(model.power_root, self.options.busy_tau_s)
+        self._tuned_busy: float | None = None
+        self._busy_strikes = 0
+        self._own_mark = (time.perf_counter(), process_cpu_seconds())
+        self._own_cores = 0.0  # this process's CPU use between the last two checks
+        self._deferred_since: float | None = None
         self._tuned_at = 0.0
         self._retired: list[Backend] = []
         self._stop = threading.Event()
@@ -156,6 +178,7 @@ class ThreadTuner:
         state = self.monitor.state
         policy, candidates = state_policy(self.policy, state, self.candidates)
         t0 = time.perf_counter()
+        self._busy.restart()
         try:
             measured, backends = probe(self.model, self._feeds, candidates,
                                        self.options.budget_s, self.options.warmup,
@@ -170,6 +193,7 @@ class ThreadTuner:
         for t, backend in backends.items():
             if t != chosen:
                 backend.close()
+        self._tuned_busy = self._busy.read()  # other processes' share while probing
         self._record("initial", state, policy, None, chosen, measured, "probe", t0)
         return backends[chosen]
 
@@ -183,6 +207,8 @@ class ThreadTuner:
             current = self.model.backend
             before = current.options.threads
             measured, live, mode = self._explore(candidates, spinning, current)
+            if measured is None and self._defer(reason):
+                return before  # the triggers stay armed: check() asks again
             if measured is None:  # no live traffic: measure offline (the CPU is ours)
                 measured, live = probe(self.model, self._feeds, candidates,
                                        self.options.retune_budget_s, self.options.warmup,
@@ -201,11 +227,25 @@ class ThreadTuner:
             self._retire(list(live.values()) + ([current] if target is not current else []))
             self._tuned_state = reading.state
             self._tuned_load = self._external_load(reading.loadavg)
+            self._tuned_busy = self._busy.read()
+            self._busy_strikes = 0
             self._baseline = measured.get(chosen) if mode == "live" else None
             self._strikes = 0
+            self._deferred_since = None
             self._seen = self.model._recorder.n
             self._record(reason, reading.state, policy, before, chosen, measured, mode, t0)
             return chosen
+
+    def _defer(self, reason: str) -> bool:
+        """Put off an offline probe while this process is busy with other work (another
+        model, a preprocessing thread): the probe would measure that contention, not the
+        machine's. A power change never waits, nor anything for longer than ``defer_s``."""
+        if reason.startswith("power") or self._own_cores < self.options.own_busy:
+            return False
+        now = time.perf_counter()
+        if self._deferred_since is None:
+            self._deferred_since = now
+        return now - self._deferred_since < self.options.defer_s
 
     def _explore(self, candidates: list[int], spinning: bool, current: Backend
                  ) -> tuple[dict[int, float] | None, dict[int, Backend], str]:
@@ -241,8 +281,9 @@ class ThreadTuner:
                 self.model.swap_backend(current, close=False)
                 self._retire(list(built.values()))
                 return None, {}, "probe"
-            times[t].extend(window_times.tolist())
-        measured = {t: typical(v) for t, v in times.items()}
+            times[t].append(typical(window_times))
+        # the mean of each candidate's two window means (the median of two), as the probe
+        measured = {t: block_estimate(v) for t, v in times.items()}
         return measured, built, "live"
 
     # -- triggers ---------------------------------------------------------------------
@@ -250,6 +291,10 @@ class ThreadTuner:
         """The reason to re-tune now, or None (called every ``check_s`` by the thread).
         The moving average and the strikes keep learning during the cooldown after a
         re-tune; only triggering waits for it to end."""
+        now, cpu = time.perf_counter(), process_cpu_seconds()
+        if now - self._own_mark[0] > 0.05:
+            self._own_cores = (cpu - self._own_mark[1]) / (now - self._own_mark[0])
+            self._own_mark = (now, cpu)
         reading = self.monitor.reading
         if reading.state != self._tuned_state:
             return f"power {self._tuned_state}->{reading.state}"
@@ -258,6 +303,20 @@ class ThreadTuner:
         if (not cooling and load is not None and self._tuned_load is not None
                 and abs(load - self._tuned_load) >= self.options.load_step):
             return f"load {self._tuned_load:.2f}->{load:.2f}"
+        # The 1-min load average takes a minute to show a process that started or ended;
+        # the CPU time other processes used in the last second shows it at once. It matters
+        # most when a competitor leaves: the chosen count's latency does not change then
+        # (it had fewer threads than cores), so no drift would ever reveal the freed core.
+        busy = self._busy.read()
+        if busy is not None and self._tuned_busy is None:
+            self._tuned_busy = busy
+        elif busy is not None and self._tuned_busy is not None:
+            if abs(busy - self._tuned_busy) >= self.options.busy_step:
+                self._busy_strikes += 1
+                if self._busy_strikes >= self.options.strikes and not cooling:
+                    return f"cpu busy {self._tuned_busy:.2f}->{busy:.2f} cores"
+            else:
+                self._busy_strikes = 0
         window = self.model._recorder.window(self._seen)
         self._seen = self.model._recorder.n
         mine = window["threads"] == self.model.backend.options.threads
@@ -283,7 +342,7 @@ class ThreadTuner:
 
     def _external_load(self, loadavg: float | None) -> float | None:
         """Load average minus our own busy threads: serving must not look like a CPU hog."""
-        now, cpu = time.perf_counter(), _cpu_seconds()
+        now, cpu = time.perf_counter(), process_cpu_seconds()
         then, cpu_then = self._cpu_mark
         if now - then > 0.05:
             alpha = 1.0 - math.exp(-(now - then) / 60.0)  # the kernel's 1-minute decay
@@ -357,11 +416,6 @@ class ThreadTuner:
                            if not e["reason"].startswith(("initial", "error"))),
             "events": [{k: v for k, v in e.items() if k != "at"} for e in self.events[-10:]],
         }
-
-
-def _cpu_seconds() -> float:
-    times = os.times()
-    return times.user + times.system
 
 
 # A tuner thread still building or timing a session while the interpreter tears down makes

@@ -210,3 +210,40 @@ def test_cooldown_delays_a_drift_retune_but_keeps_learning(conv_artifact: Path,
             t = time.perf_counter()
             recorder.add(t - 3e-3, t, 1, 1)
         assert (tuner.check() or "").startswith("drift 1.000->3.000")
+
+
+def test_retunes_when_other_processes_free_or_take_a_core(conv_artifact: Path,
+                                                          tmp_path: Path) -> None:
+    # proc/stat under the power root: other processes' CPU time, the fast load signal that
+    # sees a competitor leave (the 1-min load average needs a minute for that).
+    from edgekit.stats import _TICK, process_cpu_seconds
+
+    ticks = [1000]
+
+    def others_used(cores: float) -> None:  # ... over the last second, as the kernel counts
+        ticks[0] += round(cores * _TICK)
+        put(tmp_path, "proc/stat", f"cpu {ticks[0]} 0 0 90000 10 0 0 0 0 0\ncpu0 1 2 3 4")
+        meter = tuner._busy
+        meter._mark = (time.perf_counter() - 1.0, meter._mark[1], process_cpu_seconds())
+
+    put(tmp_path, "proc/stat", f"cpu {ticks[0]} 0 0 90000 10 0 0 0 0 0")
+    with edgekit.load(conv_artifact, threads=1, power_root=str(tmp_path)) as model:
+        tuner = ThreadTuner(model, "latency", model.power_monitor(),
+                            TunerOptions(cooldown_s=0.0, strikes=2, busy_tau_s=1e-3))
+        others_used(1.0)
+        assert tuner.check() is None and tuner._tuned_busy == pytest.approx(1.0, abs=0.05)
+        others_used(0.8)
+        assert tuner.check() is None  # within busy_step: not a change of load
+        others_used(0.0)
+        assert tuner.check() is None  # one strike is not enough (hysteresis)
+        others_used(0.0)
+        assert (tuner.check() or "").startswith("cpu busy 1.00->0.00 cores")
+        tuner._tuned_busy, tuner._busy_strikes = 0.0, 0
+        others_used(1.0)
+        assert tuner.check() is None
+        others_used(1.0)
+        assert (tuner.check() or "").startswith("cpu busy 0.00->1.00")
+    (tmp_path / "proc/stat").unlink()  # no proc/stat (not Linux, a bare fake root): no signal
+    with edgekit.load(conv_artifact, threads=1, power_root=str(tmp_path)) as model:
+        tuner = ThreadTuner(model, "latency", model.power_monitor(), TunerOptions())
+        assert tuner._busy.read() is None and tuner.check() is None
