@@ -5,7 +5,6 @@ Stages read the config and write their results into the context; nothing else is
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -119,7 +118,3 @@ class BuildContext:
 def new_workdir() -> Path:
     return Path(tempfile.mkdtemp(prefix="edgekit-build-"))
 
-
-def file_name(source: Any) -> str:
-    return os.path.basename(str(source)) if isinstance(source, (str, os.PathLike)) else type(
-        source).__name__

@@ -12,8 +12,8 @@ import numpy as np
 from edgekit.artifact import Artifact, read_artifact
 from edgekit.backends import Backend, BackendOptions, TensorSpec, backends_for, by_name
 from edgekit.errors import InputError, RuntimeUnavailableError, UserError
+from edgekit.policy import TunerOptions, check_policy
 from edgekit.stats import SAMPLE_BELOW_S, SAMPLE_STRIDE, Recorder
-from edgekit.tuner import TunerOptions, check_policy
 
 _FLOAT_KINDS = ("f",)
 _F32 = np.dtype(np.float32)
@@ -66,7 +66,7 @@ class Model:
         self.inputs = [TensorSpec.from_manifest(e) for e in self.manifest["inputs"]]
         self.outputs = [TensorSpec.from_manifest(e) for e in self.manifest["outputs"]]
         self._model_bytes = artifact.read(self.entry["path"])
-        # runtime (tuner, power monitor, batcher): see edgekit/tuner.py, power.py, batcher.py
+        # runtime (tuner, power monitor, batcher): see edgekit/policy.py, tuner.py, power.py, batcher.py
         self.policy = check_policy(policy)
         self.power_root = power_root
         self.monitor_interval_s = monitor_interval_s
@@ -84,7 +84,8 @@ class Model:
         self._closed = False
         self._lock = threading.Lock()  # lazy creation of the monitor and the batcher
         if threads == "auto":
-            from edgekit.tuner import ThreadTuner, tuner_options
+            from edgekit.policy import tuner_options
+            from edgekit.tuner import ThreadTuner
 
             options = tuner_options(tuner)
             self._tuner = ThreadTuner(self, self.policy, self.power_monitor(), options)

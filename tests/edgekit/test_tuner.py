@@ -15,15 +15,10 @@ from edgekit.targets import load_profile
 
 import edgekit
 from edgekit.errors import UserError
+from edgekit.policy import TunerOptions, candidate_threads, choose_threads, state_policy
 from edgekit.power import HOT, LOW_BATTERY, NORMAL, ON_BATTERY, THROTTLED
 from edgekit.stats import PowerModel
-from edgekit.tuner import (
-    ThreadTuner,
-    TunerOptions,
-    candidate_threads,
-    choose_threads,
-    state_policy,
-)
+from edgekit.tuner import ThreadTuner
 
 from .runtime_models import conv_onnx, mlp_onnx, write_model_artifact
 from .test_power import laptop_tree, put
