@@ -266,9 +266,8 @@ def rpi4_sysroot():  # noqa: ANN201
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"{message}: CI must run the emulated suite, not skip it")
         pytest.skip(message)
+    from edgekit.converters.emulation import CpuSpec, ensure_sysroot, recipe_for
     from edgekit.targets import load_profile
-
-    from edgekit.emulation import CpuSpec, ensure_sysroot, recipe_for
 
     profile = load_profile("rpi4")
     return ensure_sysroot(recipe_for(profile)), CpuSpec.from_profile(profile)
@@ -278,7 +277,7 @@ def rpi4_sysroot():  # noqa: ANN201
 @pytest.mark.parametrize("backend", ["litert", "onnxruntime"])
 def test_main_loop_under_the_rpi4_emulation(backend: str, rpi4_sysroot, tmp_path: Path
                                             ) -> None:  # noqa: ANN001
-    from edgekit.emulation import run_python
+    from edgekit.converters.emulation import run_python
 
     sysroot, cpu = rpi4_sysroot
     images = [str(SAMPLES / "3_0021.png"), str(SAMPLES / "7_0010.png")]

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from edgekit.converters.emulation import TIMING_LABEL, emulate
 from edgekit.targets import load_profile
 
 from edgekit.artifact import encode_test_vectors, read_artifact, write_artifact
 from edgekit.backends import backends_for
 from edgekit.cli import main
-from edgekit.emulation import TIMING_LABEL, emulate
 
 pytestmark = pytest.mark.emulated
 SHIPPED = Path(__file__).resolve().parents[3] / "examples" / "raspberrypi" / "digits.rpi4.edgekit"

@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from edgekit.converters.emulation import Sysroot, ensure_sysroot, recipe_for
 from edgekit.targets import load_profile
-
-from edgekit.emulation import Sysroot, ensure_sysroot, recipe_for
 
 QEMU = "qemu-aarch64-static"
 

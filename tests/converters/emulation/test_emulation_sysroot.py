@@ -7,12 +7,12 @@ import os
 from pathlib import Path
 
 import pytest
+from edgekit.converters.emulation import CpuSpec, ensure_sysroot, prepare, probe, recipe_for
+from edgekit.converters.emulation.apt import debian_mirrors
+from edgekit.converters.emulation.builder import PTH_NAME, project_sources, source_hash
+from edgekit.converters.emulation.recipe import SITE_PACKAGES
 from edgekit.targets import load_profile, profile_from_dict
 
-from edgekit.emulation import CpuSpec, ensure_sysroot, prepare, probe, recipe_for
-from edgekit.emulation.apt import debian_mirrors
-from edgekit.emulation.builder import PTH_NAME, project_sources, source_hash
-from edgekit.emulation.recipe import SITE_PACKAGES
 from edgekit.errors import TargetError, UserError
 
 # -- recipe and host-side pieces (no emulation) -------------------------------------------
