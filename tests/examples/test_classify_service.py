@@ -260,7 +260,7 @@ def test_warns_when_built_for_another_board(tmp_path: Path,
 
 @pytest.fixture(scope="module")
 def rpi4_sysroot():  # noqa: ANN201
-    """The cached arm64 sysroot (shared with tests/edgekit/emulation)."""
+    """The cached arm64 sysroot (shared with tests/converters/emulation)."""
     if shutil.which("qemu-aarch64-static") is None:
         message = "qemu-aarch64-static is not installed (apt-get install qemu-user-static)"
         if os.environ.get("CI", "").lower() == "true":
