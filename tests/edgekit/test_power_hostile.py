@@ -11,11 +11,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+import edgekit
 from edgekit import sensors, sysfs
 from edgekit.power import NORMAL, THROTTLED, UNKNOWN, PowerMonitor, Thresholds, read_power
-from tests.edgekit.test_power import RPI4, pi4_tree, put
+
+from .runtime_models import mlp_onnx, write_model_artifact
+from .test_power import RPI4, pi4_tree, put
 
 WATCHDOG_S = 20.0  # far above any honest poll; a blocked open() or read() never returns
 
@@ -274,3 +278,26 @@ def test_garbage_thresholds_and_interval_fall_back_to_defaults(tmp_path: Path) -
     for interval in (float("nan"), float("inf"), -1.0, 0.0):
         monitor = PowerMonitor(str(tmp_path), interval_s=interval)
         assert 0.05 <= monitor.interval_s <= 2.0 and monitor.state == UNKNOWN
+
+
+def test_submit_and_stats_on_a_hostile_tree_through_a_real_model(tmp_path: Path) -> None:
+    """The adversarial run's symptom: a FIFO blocked submit() and stats() forever, and nan in
+    scaling_max_freq raised from submit(). A real model, a real batcher, a hostile root."""
+    artifact = write_model_artifact(tmp_path / "mlp.edgekit", mlp_onnx(), ["N", 16])
+    root = pi4_tree(tmp_path / "root")
+    replace(root, "sys/class/thermal/thermal_zone0/temp", fifo)
+    replace(root, THROTTLE, dev_zero)
+    put(root, f"{CPU0}/scaling_max_freq", "nan")
+    put(root, f"{CPU0}/cpuinfo_max_freq", "1e400")
+    x = np.random.default_rng(0).normal(0, 1, (3, 16)).astype(np.float32)
+
+    def run() -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        with edgekit.load(artifact, threads=1, power_root=str(root)) as model:
+            expected = model.predict(x)
+            got = np.concatenate([model.submit(x[i:i + 1]).result(timeout=WATCHDOG_S)
+                                  for i in range(len(x))])
+            return expected, got, model.stats()
+
+    expected, got, stats = bounded(run)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    assert stats["power"]["state"] == NORMAL and "thermal" not in stats["power"]["sensors"]
