@@ -15,9 +15,10 @@ and the other groups still count), and the poller thread survives any exception,
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +31,6 @@ from edgekit.sensors import (
     read_thermal,
     read_throttle,
 )
-from edgekit.sysfs import finite
 
 NORMAL = "normal"
 HOT = "hot"
@@ -52,22 +52,26 @@ class Thresholds:
     low_battery_pct: float = 20.0
 
     @classmethod
-    def from_profile(cls, profile: dict[str, Any] | None, low_battery_pct: float = 20.0
+    def from_profile(cls, profile: Mapping[str, Any] | None, low_battery_pct: float = 20.0
                      ) -> Thresholds:
         """Limits from a profile's ``[thermal]`` table; a missing, non-numeric or
         non-finite figure keeps the default (the manifest's own checks report it)."""
-        thermal = (profile or {}).get("thermal") if isinstance(profile, dict) else None
-        thermal = thermal if isinstance(thermal, dict) else {}
+        thermal = profile.get("thermal") if isinstance(profile, Mapping) else None
+        thermal = thermal if isinstance(thermal, Mapping) else {}
         return cls(soft_limit_c=_figure(thermal.get("soft_limit_c"), cls.soft_limit_c),
                    hard_limit_c=_figure(thermal.get("hard_limit_c"), cls.hard_limit_c),
                    low_battery_pct=_figure(low_battery_pct, cls.low_battery_pct))
 
 
 def _figure(value: object, default: float) -> float:
+    """``value`` as a finite float, else ``default`` (bools, huge ints, nan, garbage)."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return default
-    number = finite(str(value))
-    return default if number is None else number
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        return default
+    return number if math.isfinite(number) else default
 
 
 @dataclass(frozen=True)
