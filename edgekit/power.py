@@ -254,12 +254,14 @@ class PowerMonitor:
         self.last_error_time = time.time()
 
     def info(self) -> dict[str, Any]:
-        """Health of the monitor, for ``stats()``: polls done, failures seen, the last one."""
-        with self._lock:
-            return {"polls": self.polls, "errors": self.errors, "last_error": self.last_error,
-                    "last_error_time": self.last_error_time,
-                    "running": self._thread is not None and self._thread.is_alive(),
-                    "interval_s": self.interval_s}
+        """Health of the monitor, for ``stats()``: polls done, failures seen, the last one.
+        Lock-free on purpose: a poll in progress (vcgencmd may take up to 2 s) must not
+        delay the caller; each figure is read atomically."""
+        thread = self._thread
+        return {"polls": self.polls, "errors": self.errors, "last_error": self.last_error,
+                "last_error_time": self.last_error_time,
+                "running": thread is not None and thread.is_alive(),
+                "interval_s": self.interval_s}
 
     def start(self) -> PowerMonitor:
         if self._thread is None:
