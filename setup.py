@@ -51,6 +51,8 @@ setup(
         "litert": ["ai-edge-litert>=1.2"],
         "tflite": ["tflite-runtime>=2.13", "numpy<2"],
         "image": ["pillow>=9"],
+        # signed artifacts (edgekit.signing): Ed25519 from a well-kept library, aarch64 wheels
+        "sign": ["cryptography>=42"],
         # on the host
         "build": [
             "onnx>=1.16",

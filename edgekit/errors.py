@@ -43,7 +43,26 @@ class CalibrationError(UserError):
 
 
 class ArtifactError(UserError):
-    """A .edgekit file that is corrupt, truncated, tampered with or of another schema."""
+    """A .edgekit file that is corrupt, truncated or of another schema (hashes catch these),
+    or, for the subclasses below, not signed as the device requires (signatures catch
+    tampering: anyone can recompute a hash)."""
+
+
+class SignatureError(ArtifactError):
+    """A signature that is malformed or does not match its manifest (changed after signing)."""
+
+
+class UntrustedArtifactError(SignatureError):
+    """Trusted keys are configured and the artifact is unsigned or signed by another key."""
+
+
+class SigningKeyError(UserError):
+    """A key file that is missing, unreadable, not an Ed25519 key, or a private key that
+    others may read."""
+
+
+class SigningUnavailableError(UserError):
+    """Signing or verifying needs the ``cryptography`` package (``pip install edgekit[sign]``)."""
 
 
 class InputError(UserError, ValueError):
