@@ -98,6 +98,9 @@ def test_build_keeps_the_sensitive_layers_float_until_accuracy_is_met(tmp_path):
     assert val["accuracy_float"] - val["accuracy_int8"] <= 0.01
     floats = {n["name"] for n in m["quantization"]["float_nodes"]}
     assert {"node_conv2d", "node_conv2d_1"} <= floats
+    # each float fallback re-ran quantization only (the search's stage-prefix cache)
+    runs = m["search"]["stage_runs"]
+    assert runs["quantize"] == len(table) > 1 and runs["calibrate"] == runs["prepare"] == 1
 
 
 def test_plain_build_warns_when_int8_misses_the_accuracy_budget(tmp_path):
