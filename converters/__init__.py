@@ -21,9 +21,9 @@ from edgekit.targets import load_profile
 from edgekit.errors import UserError
 
 from .context import BuildConfig, BuildContext, new_workdir
-from .pipeline import Pipeline
+from .pipeline import Pipeline, Plan, plan
 
-__all__ = ["BuildConfig", "BuildResult", "build", "stages_for"]
+__all__ = ["BuildConfig", "BuildResult", "build", "plan_for", "stages_for"]
 
 ONNX_SUFFIXES = (".onnx",)
 
@@ -54,22 +54,18 @@ def source_kind(source: Any) -> str:
 
 
 def searching(config: BuildConfig) -> bool:
-    """A budget-fitting search (converters/search.py) instead of one plain pipeline run."""
+    """A budget-fitting search (converters/search/) instead of one plain pipeline run."""
     return bool(config.search or config.budgets)
+
+
+def plan_for(config: BuildConfig) -> Plan:
+    """The stages a build runs, in order (``pipeline.STAGES`` is the one written order)."""
+    return plan(source_kind(config.source), bool(config.prune) or searching(config))
 
 
 def stages_for(config: BuildConfig) -> list[str]:
     """The stage names a build runs, in order."""
-    names = ["load"] if source_kind(config.source) == "onnx" else ["export"]
-    if config.prune or searching(config):
-        names += ["data", "prune", "prepare"]  # pruning recovers on the calibration data
-    else:
-        names += ["prepare", "data"]
-    if names[0] == "export":
-        names.append("check_export")  # exported ONNX vs torch, before quantizing
-    # convert_tflite skips itself when the artifact ships no tflite (Stage.applies)
-    names += ["calibrate", "quantize", "validate", "convert_tflite", "estimate", "package"]
-    return names
+    return list(plan_for(config).names)
 
 
 def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
@@ -88,12 +84,8 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
     target = target or "rpi4"
     if example_inputs is not None:
         options["example_inputs"] = example_inputs
-    unknown = sorted(set(options) - set(BuildConfig.__dataclass_fields__))
-    if unknown:
-        raise UserError(f"unknown build option(s) {unknown}; allowed: "
-                        f"{', '.join(sorted(BuildConfig.__dataclass_fields__))}")
-    config = BuildConfig(source=source, target=target, calib=calib,
-                         output=str(output) if output else None, **options)
+    config = BuildConfig.from_options(source=source, target=target, calib=calib,
+                                      output=str(output) if output else None, **options)
     profile = load_profile(target)
     from .stages.package import default_output
 
@@ -112,13 +104,13 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
                        report=report or (lambda _m: None), output_path=out)
     start = time.perf_counter()
     try:
-        names = stages_for(config)
+        stages = plan_for(config)
         if searching(config):
             from .search import run_search
 
-            run_search(ctx, names)
+            run_search(ctx, stages)
         else:
-            Pipeline(names).run(ctx)
+            Pipeline(stages.names).run(ctx)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     from edgekit.artifact import read_artifact

@@ -1,25 +1,33 @@
 """What a build is asked to do (``BuildConfig``) and what it has made so far (``BuildContext``).
 
 Stages read the config and write their results into the context; nothing else is shared.
+Which stage wrote which field is recorded in ``BuildContext.produced`` (each stage declares
+the fields it ``provides``, see ``pipeline.Stage``), and ``BuildContext.fork`` copies a
+context without a list of fields kept by hand: containers are copied, everything else
+(models, datasets, the config) is shared because stages replace those, never edit them.
 """
 
 from __future__ import annotations
 
+import copy
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from edgekit.targets import Profile
 
+from edgekit.errors import UserError
+
 CALIBRATION_METHODS = ("minmax", "percentile", "entropy")
 FORMATS = ("onnx", "tflite")
 
 
-@dataclass
+@dataclass(frozen=True)
 class BuildConfig:
-    """Everything the user asked for. CLI flags and ``build(**options)`` map onto these fields."""
+    """Everything the user asked for. CLI flags and ``build(**options)`` map onto these fields;
+    any other name is a ``UserError`` listing these (``BuildConfig.from_options``)."""
 
     source: Any  # path to .onnx / .pt / .pt2 / "module:callable" / "file.py:Name", or an nn.Module
     target: str = "rpi4"
@@ -48,7 +56,32 @@ class BuildConfig:
     prune: float | None = None
     search: bool = False
     quiet: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    # expert knobs (API only)
+    keep_float: tuple[str, ...] = ()  # node names quantize leaves float (the guard sets its own)
+    prune_ratios: tuple[float, ...] | None = None  # search: ratios tried; None: search.RATIOS
+    search_margin: float | None = None  # search: stop early within this margin; None: default
+    finetune_steps: int | None = None  # structured pruning's distillation steps; None: by size
+    sensitivity_samples: int = 32  # accuracy guard: calibration samples ranking the layers
+    guard_steps: int = 8  # accuracy guard: rebuilds at most
+
+    @classmethod
+    def allowed(cls) -> list[str]:
+        return sorted(f.name for f in fields(cls))
+
+    @classmethod
+    def from_options(cls, **options: Any) -> BuildConfig:
+        """A config from keyword options; an unknown one is a ``UserError`` naming them all."""
+        unknown = sorted(set(options) - set(cls.allowed()))
+        if unknown:
+            raise UserError(f"unknown build option(s) {unknown}; allowed: "
+                            f"{', '.join(cls.allowed())}")
+        for name in ("keep_float", "prune_ratios"):
+            if options.get(name) is not None and not isinstance(options[name], tuple):
+                if isinstance(options[name], str):
+                    raise UserError(f"build option {name} expects a list, got the string "
+                                    f"{options[name]!r}")
+                options[name] = tuple(options[name])
+        return cls(**options)
 
 
 @dataclass
@@ -69,12 +102,17 @@ class Dataset:
                        self.synthetic)
 
 
+# Fields set before any stage runs (a stage may require them without a stage providing them).
+GIVEN = frozenset({"config", "profile", "workdir", "report", "output_path"})
+
+
 @dataclass
 class BuildContext:
     config: BuildConfig
     profile: Profile
     workdir: Path
     report: Callable[[str], None] = print
+    produced: dict[str, str] = field(default_factory=dict)  # field -> stage that last wrote it
     source_info: dict[str, Any] = field(default_factory=dict)  # name, format, sha256, bytes
     float_model: Any = None  # onnx.ModelProto of the float model (after load/export/prepare)
     float_path: Path | None = None  # the same, on disk (onnxruntime tools want paths)
@@ -113,6 +151,25 @@ class BuildContext:
     def warn(self, message: str) -> None:
         self.warnings.append(message)
         self.report(f"warning: {message}")
+
+    def mark(self, by: str, *names: str) -> None:
+        """Record that ``by`` (a stage, or the search) produced these fields."""
+        for name in names:
+            self.produced[name] = by
+
+    def available(self) -> frozenset[str]:
+        return GIVEN | frozenset(self.produced)
+
+    def fork(self, name: str) -> BuildContext:
+        """An independent copy working in its own subfolder ``name``: lists and dicts are
+        copied deeply (stages append to them and edit the I/O specs in place); models,
+        datasets, paths and the frozen config are shared (stages replace them whole)."""
+        workdir = self.workdir / name
+        workdir.mkdir(parents=True, exist_ok=True)
+        values = {f.name: copy.deepcopy(v) if isinstance(v := getattr(self, f.name), (list, dict))
+                  else v for f in fields(self)}
+        values["workdir"] = workdir
+        return BuildContext(**values)
 
 
 def new_workdir() -> Path:

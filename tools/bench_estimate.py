@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO / "tools"))
 
 import zoo  # noqa: E402
 from edgekit.converters.estimate import estimate  # noqa: E402
-from edgekit.converters.estimate.calibrate import load_or_calibrate  # noqa: E402
+from edgekit.converters.estimate.host_rates import load_or_calibrate  # noqa: E402
 from edgekit.converters.estimate.measure import (  # noqa: E402
     latency_subprocess,
     memory,

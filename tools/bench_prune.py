@@ -57,10 +57,9 @@ def one_build(module: Any, example: Any, calib: str, ratio: float, folder: Path,
               steps: int | None) -> dict[str, Any]:
     from edgekit.converters import build
 
-    extra = {} if steps is None else {"finetune_steps": steps}
     out = folder / f"r{ratio:g}.edgekit"
     result = build(module, example, target="host", calib=calib, output=out, formats=["onnx"],
-                   method="minmax", prune=ratio or None, quiet=True, extra=extra)
+                   method="minmax", prune=ratio or None, quiet=True, finetune_steps=steps)
     with zipfile.ZipFile(out) as archive:
         int8 = archive.read("model.onnx")
     m = result.manifest

@@ -22,7 +22,7 @@ def command(show: bool, as_json: bool, realtime: bool) -> None:
     """Measure this machine's rates for `--target host` estimates (cached)."""
     import os
 
-    from edgekit.converters.estimate.calibrate import load_or_calibrate
+    from edgekit.converters.estimate.host_rates import load_or_calibrate
     from edgekit.converters.estimate.measure import realtime as go_realtime
 
     boosted = realtime and not show and go_realtime()

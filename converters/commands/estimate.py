@@ -28,7 +28,7 @@ def command(model: str, target: str, threads: list[int] | None, no_calibrate: bo
             as_json: bool) -> None:
     """Estimate MODEL (.onnx, or a built .edgekit) on a target: float32 and int8."""
     from edgekit.converters.estimate import estimate
-    from edgekit.converters.estimate.calibrate import is_cached
+    from edgekit.converters.estimate.host_rates import is_cached
 
     if target == "host" and not no_calibrate and not is_cached():
         click.echo("host is not calibrated yet: measuring it first (about half a minute; "

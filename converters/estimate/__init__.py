@@ -2,9 +2,15 @@
 
 Modules, one job each: ``graph`` (the ONNX graph as a runtime executes it, float32 or
 int8), ``ops`` (fused kernel calls, their work and bytes), ``liveness`` (peak activation
-memory), ``cost`` (per-target latency/energy model), ``calibrate`` (host micro-benchmark
-and cache), ``measure`` (onnxruntime latency and peak-RSS probes), ``estimator`` (the API),
-``table`` (the text report). onnx/onnxruntime are imported inside functions only.
+memory), ``cost`` (per-target latency/energy model), ``host_rates`` (host micro-benchmark
+and cache of measured rates; not the quantization calibration of ``stages/calibrate.py``), ``measure``
+(onnxruntime latency and peak-RSS probes), ``estimator`` (the API), ``table`` (the text
+report). onnx/onnxruntime are imported inside functions only.
+
+Layers, bottom up (a module imports only from layers below it): ``types`` -> ``quantized``
+(rewrites) -> ``graph`` (reader) -> ``ops``, ``liveness`` -> ``cost`` -> ``host_rates`` (with
+``measure``, ``microbench``, which import nothing here) -> ``estimator`` (the orchestrator),
+``table``.
 """
 
 from __future__ import annotations

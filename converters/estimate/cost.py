@@ -26,7 +26,8 @@ Energy per inference is ``power(T) * latency`` with
 ``power(T) = idle_w + T * (full_load_w - idle_w) / cores``.
 
 Rates come from the profile's ``[cost_model]`` (published figures, or scaled from a board
-that has them) or, for ``method = "benchmark"``, from ``edgekit calibrate-host``'s cache.
+that has them) or, for ``method = "benchmark"``, from ``edgekit calibrate-host``'s cache
+(read by ``host_rates.py``, which sits above this module).
 """
 
 from __future__ import annotations
@@ -65,8 +66,9 @@ class CostModel:
     per_kind: dict[str, float] = field(default_factory=dict)  # "conv_f32" -> efficiency
 
     @classmethod
-    def from_profile(cls, profile: Any, calibrate: bool = True) -> CostModel:
-        """The profile's cost model; ``host`` reads (or makes) the calibration cache."""
+    def from_profile(cls, profile: Any, host_rates: dict[str, Any] | None = None) -> CostModel:
+        """The profile's cost model. A ``method = "benchmark"`` profile (``host``) takes its
+        rates from ``host_rates``, an entry of the host-rate cache (``host_rates.py``)."""
         section = dict(profile.data.get("cost_model") or {})
         if not section:
             raise TargetError(
@@ -75,11 +77,11 @@ class CostModel:
             )
         method = section.get("method", "")
         if method == "benchmark":
-            from .calibrate import load_or_calibrate
-
-            cached = load_or_calibrate(run=calibrate)
-            section = {**section, **cached["rates"]}
-            source = f"{section.get('source', '')} (cache {cached['path']})".strip()
+            if host_rates is None:
+                raise TargetError(f"target {profile.name!r} is costed from this machine's "
+                                  "measured rates; run `edgekit calibrate-host` first")
+            section = {**section, **host_rates["rates"]}
+            source = f"{section.get('source', '')} (cache {host_rates['path']})".strip()
         else:
             source = section.get("source", "")
         missing = [k for k in MODEL_KEYS if k not in section]

@@ -16,9 +16,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .cost import CostModel, power_w
-from .graph import Graph, load_model, read_graph
+from .graph import load_model, read_graph
+from .host_rates import load_or_calibrate
 from .liveness import peak_activations
 from .ops import KINDS, Op, build_ops
+from .types import Graph
 
 
 @dataclass
@@ -107,7 +109,8 @@ def estimate(source: Any, target: Any = "rpi4", threads: list[int] | None = None
 
     profile = target if isinstance(target, Profile) else load_profile(target)
     model_proto = load_model(source)
-    cost = CostModel.from_profile(profile, calibrate=calibrate)
+    benchmark = (profile.data.get("cost_model") or {}).get("method") == "benchmark"
+    cost = CostModel.from_profile(profile, load_or_calibrate(run=calibrate) if benchmark else None)
     if threads is None:
         threads = sorted({1, profile.threads})
     stored_bytes: Counter[str] = Counter()

@@ -13,63 +13,16 @@ module rewrites a graph into that form, in one of two precisions:
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from edgekit.errors import ModelFormatError, UnsupportedModelError
 
-QDQ = {"QuantizeLinear", "DequantizeLinear"}
-DROPPED = {"Identity", "Dropout"}  # removed by every runtime's graph optimizer
-# Nodes whose output is known at load time when their input shape is static.
-SHAPE_OPS = {"Shape", "Size"}
+from ..shapes import fixed_input_shapes
+from .quantized import fuse_qdq, simulate_int8, strip_qdq
+from .types import DROPPED, QDQ, SHAPE_OPS, Graph, Node, TensorInfo, resolve
 
-
-@dataclass
-class TensorInfo:
-    shape: tuple[int, ...] | None  # None: shape inference could not tell
-    itemsize: int
-    floating: bool = True  # float data (what quantization turns into 8-bit)
-
-    @property
-    def numel(self) -> int:
-        if self.shape is None:
-            return 0
-        count = 1
-        for dim in self.shape:
-            count *= max(int(dim), 0)
-        return count
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel * self.itemsize
-
-
-@dataclass
-class Node:
-    name: str
-    op_type: str
-    inputs: list[str]
-    outputs: list[str]
-    attrs: dict[str, Any] = field(default_factory=dict)
-    int8: bool = False
-
-
-@dataclass
-class Graph:
-    """Executed nodes in execution order, plus every tensor they touch."""
-
-    nodes: list[Node]
-    tensors: dict[str, TensorInfo]
-    consts: set[str]  # initializers and folded constants
-    qparams: set[str]  # scales and zero points of Q/DQ: memory, but not parameters
-    inputs: list[str]
-    outputs: list[str]
-    precision: str
-    unknown_shapes: list[str] = field(default_factory=list)
-
-    def info(self, name: str) -> TensorInfo:
-        return self.tensors.get(name) or TensorInfo(None, 4)
+__all__ = ["Graph", "Node", "TensorInfo", "load_model", "read_graph"]
 
 
 def load_model(source: Any) -> Any:
@@ -100,19 +53,11 @@ def load_model(source: Any) -> Any:
 
 
 def _fix_dims(model: Any, batch: int) -> Any:
-    """A copy with every symbolic input dim set (batch for the first, 1 otherwise)."""
+    """A copy with every symbolic input dim set (batch for the first, 1 otherwise), shapes
+    inferred through the graph."""
     import onnx
 
-    fixed = onnx.ModelProto()
-    fixed.CopyFrom(model)
-    inits = {i.name for i in fixed.graph.initializer}
-    for vi in fixed.graph.input:
-        if vi.name in inits:
-            continue
-        for axis, dim in enumerate(vi.type.tensor_type.shape.dim):
-            if not dim.HasField("dim_value") or dim.dim_value <= 0:
-                dim.Clear()
-                dim.dim_value = batch if axis == 0 else 1
+    fixed = fixed_input_shapes(model, batch, others=1)
     return onnx.shape_inference.infer_shapes(fixed, strict_mode=False, data_prop=True)
 
 
@@ -208,8 +153,6 @@ def read_graph(source: Any, precision: str = "float32", batch: int = 1) -> Graph
     if open_shapes:
         _probe_shapes(model, open_shapes, tensors)
     has_qdq = any(n.op_type in QDQ for n in live)
-    from .quantized import fuse_qdq, simulate_int8, strip_qdq
-
     if precision == "float32":
         live, alias = strip_qdq(live, tensors, consts)
     elif has_qdq:
@@ -259,14 +202,6 @@ def _probe_shapes(model: Any, names: list[str], tensors: dict[str, TensorInfo]) 
         value = np.asarray(value)
         tensors[name] = TensorInfo(tuple(value.shape), value.dtype.itemsize,
                                    value.dtype.kind == "f")
-
-
-def resolve(alias: dict[str, str], name: str) -> str:
-    seen = 0
-    while name in alias and seen < 10_000:
-        name = alias[name]
-        seen += 1
-    return name
 
 
 def _drop_identities(nodes: list[Node]) -> tuple[list[Node], dict[str, str]]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .graph import Graph
 from .ops import Op
+from .types import Graph
 
 
 @dataclass(frozen=True)

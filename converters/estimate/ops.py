@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .graph import Graph, Node
+from .types import Graph, Node
 
 KINDS = ("conv", "stem", "depthwise", "gemm", "elementwise")
 # A dense conv over this few input channels per group (an image stem: gray or RGB) cannot

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .graph import QDQ, Node, TensorInfo, resolve
+from .types import QDQ, Node, TensorInfo, resolve
 
 # Ops onnxruntime executes on 8-bit data once quantize_static wrapped them in Q/DQ
 # (QLinear* kernels, or Q/DQ dropped around pure data movement).

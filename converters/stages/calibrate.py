@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ import numpy as np
 from edgekit.errors import UserError
 
 from ..context import CALIBRATION_METHODS, BuildContext, Dataset
-from ..pipeline import Stage
+from ..pipeline import Stage, StageConfig
 
 CHUNK_SAMPLES = 8  # samples per collect_data call: bounds the calibrator's memory
 # Entropy with ORT's defaults keeps 128 bins, which reproduces MinMax exactly; these give a
@@ -53,8 +54,20 @@ class _ListReader:
         return next(self._items, None)
 
 
+@dataclass(frozen=True)
+class CalibrateConfig(StageConfig):
+    methods: tuple[str, ...] = ("minmax",)  # one range file (and quantized candidate) each
+
+
 class Calibrate(Stage):
     name = "calibrate"
+    Config = CalibrateConfig
+    config: CalibrateConfig
+    requires = frozenset({"calib", "float_path", "inputs"})
+    provides = frozenset({"ranges"})
+
+    def configure(self, ctx: BuildContext) -> CalibrateConfig:
+        return CalibrateConfig(tuple(methods_for(ctx.config.method)))
 
     def params(self, ctx: BuildContext) -> dict[str, Any]:
         return {"methods": sorted(ctx.ranges), "samples": len(ctx.calib) if ctx.calib else 0,
@@ -73,7 +86,7 @@ class Calibrate(Stage):
             "percentile": (CalibrationMethod.Percentile, {**PERCENTILE_OPTIONS, "symmetric": symmetric}),
             "entropy": (CalibrationMethod.Entropy, {**ENTROPY_OPTIONS, "symmetric": symmetric}),
         }
-        for method in methods_for(ctx.config.method):
+        for method in self.config.methods:
             enum, extra = options[method]
             # ORT's calibrators print progress lines to stdout; ours is the tqdm bar below.
             quiet = contextlib.redirect_stdout(io.StringIO())

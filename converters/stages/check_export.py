@@ -24,8 +24,11 @@ TORCH_BATCH = 32
 
 class CheckExport(Stage):
     name = "check_export"
+    requires = frozenset({"calib", "inputs", "outputs"})
+    provides = frozenset({"extra_manifest"})
 
     def __init__(self) -> None:
+        super().__init__()
         self.result: dict[str, Any] = {}
 
     def applies(self, ctx: BuildContext) -> bool:

@@ -24,8 +24,11 @@ CHECK_SAMPLES = 64  # held-out samples for the parity check (bounded: it adds bu
 
 class ConvertTflite(Stage):
     name = "convert_tflite"
+    requires = frozenset({"inputs", "outputs", "quant_path"})
+    provides = frozenset({"model_bytes", "models", "validation"})
 
     def __init__(self) -> None:
+        super().__init__()
         self.used: dict[str, Any] = {}
 
     def applies(self, ctx: BuildContext) -> bool:

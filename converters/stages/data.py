@@ -15,6 +15,8 @@ from ..pipeline import Stage
 
 class LoadData(Stage):
     name = "data"
+    requires = frozenset({"inputs"})
+    provides = frozenset({"calib", "extra_manifest", "inputs", "val"})
 
     def params(self, ctx: BuildContext) -> dict[str, Any]:
         params: dict[str, Any] = {

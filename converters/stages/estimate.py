@@ -37,6 +37,8 @@ def summary(est: Any) -> dict[str, Any]:
 
 class Estimate(Stage):
     name = "estimate"
+    requires = frozenset({"float_path"})
+    provides = frozenset({"extra_manifest"})
 
     def params(self, ctx: BuildContext) -> dict[str, Any]:
         section = ctx.extra_manifest.get("estimate", {})

@@ -51,6 +51,8 @@ def _names(flag: str, given: list[str] | None, default: list[str], what: str) ->
 
 class ExportTorch(Stage):
     name = "export"
+    requires = frozenset({"config"})
+    provides = frozenset({"extra_manifest", "float_model", "float_path", "inputs", "outputs", "source_info", "torch_export"})
 
     def params(self, ctx: BuildContext) -> dict[str, Any]:
         section = ctx.extra_manifest.get("export", {})

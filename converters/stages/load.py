@@ -49,6 +49,8 @@ def describe_io(model: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
 
 class LoadOnnx(Stage):
     name = "load"
+    requires = frozenset({"config"})
+    provides = frozenset({"float_model", "float_path", "inputs", "outputs", "source_info"})
 
     def params(self, ctx: BuildContext) -> dict[str, Any]:
         return {"opset": ctx.source_info.get("opset"), "ir_version": ctx.source_info.get("ir_version")}

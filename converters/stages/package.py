@@ -83,6 +83,8 @@ def test_inputs(ctx: BuildContext, count: int) -> tuple[dict[str, np.ndarray], d
 
 class Package(Stage):
     name = "package"
+    requires = frozenset({"inputs", "outputs", "quant_path", "source_info", "val"})
+    provides = frozenset({"artifact_bytes", "model_bytes", "models"})
 
     def params(self, ctx: BuildContext) -> dict[str, Any]:
         return {"output": str(ctx.output_path), "members": sorted(ctx.model_bytes)}

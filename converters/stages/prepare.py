@@ -12,8 +12,11 @@ from ..pipeline import Stage
 
 class Prepare(Stage):
     name = "prepare"
+    requires = frozenset({"float_model", "float_path"})
+    provides = frozenset({"float_model", "float_path"})
 
     def __init__(self) -> None:
+        super().__init__()
         self.used: dict[str, Any] = {}
 
     def params(self, ctx: BuildContext) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ import numpy as np
 from edgekit.errors import UnsupportedModelError, UserError
 
 from ..context import BuildContext
-from ..pipeline import Stage
+from ..pipeline import Rejected, Stage, StageConfig
 from ..runner import compare, run_dataset
 
 Precheck = Callable[[Path], bool]  # False: the pruned architecture already misses a budget
@@ -40,11 +41,31 @@ def check_ratio(value: Any) -> float:
     return ratio
 
 
+@dataclass(frozen=True)
+class PruneConfig(StageConfig):
+    ratio: float = 0.0  # 0: the stage does not run
+    finetune_steps: int | None = None  # structured pruning's distillation; None: by model size
+    # the budget search's hooks; not part of what makes two prunings equal
+    precheck: Precheck | None = field(default=None, compare=False)
+    reference: list[np.ndarray] | None = field(default=None, compare=False, repr=False)
+
+
 class Prune(Stage):
+    """Prunes at ``config.ratio``; raises ``Rejected`` when ``config.precheck`` turns the
+    pruned architecture down (the context is then left unchanged)."""
+
     name = "prune"
+    Config = PruneConfig
+    config: PruneConfig
+    requires = frozenset({"calib", "float_path", "inputs", "outputs", "val"})
+    provides = frozenset({"extra_manifest", "float_model", "float_path", "torch_export"})
+
+    def configure(self, ctx: BuildContext) -> PruneConfig:
+        ratio = check_ratio(ctx.config.prune) if ctx.config.prune else 0.0
+        return PruneConfig(ratio, ctx.config.finetune_steps)
 
     def applies(self, ctx: BuildContext) -> bool:
-        return bool(ctx.config.prune)
+        return bool(self.config.ratio)
 
     def params(self, ctx: BuildContext) -> dict[str, Any]:
         section = ctx.extra_manifest.get("pruning", {})
@@ -52,11 +73,15 @@ class Prune(Stage):
                 if k in section}
 
     def run(self, ctx: BuildContext) -> None:
-        apply_pruning(ctx, check_ratio(ctx.config.prune))
+        config = self.config
+        if apply_pruning(ctx, config.ratio, config.precheck, config.reference,
+                         config.finetune_steps) is None:
+            raise Rejected(f"pruning at {config.ratio:g}: the pruned architecture was turned down")
 
 
 def apply_pruning(ctx: BuildContext, ratio: float, precheck: Precheck | None = None,
-                  reference: list[np.ndarray] | None = None) -> dict[str, Any] | None:
+                  reference: list[np.ndarray] | None = None,
+                  finetune_steps: int | None = None) -> dict[str, Any] | None:
     """Prune ``ctx``'s float model at ``ratio``; returns the manifest section, or None when
     ``precheck`` rejected the pruned architecture (then ``ctx`` is left unchanged)."""
     dense_path = ctx.float_path
@@ -68,7 +93,7 @@ def apply_pruning(ctx: BuildContext, ratio: float, precheck: Precheck | None = N
     section = None
     if structured:
         try:
-            section = _torch(ctx, ratio, precheck)
+            section = _torch(ctx, ratio, precheck, finetune_steps)
         except UnsupportedModelError as exc:
             ctx.warn(f"{exc}; using unstructured sparsity on the exported ONNX instead")
             structured = False
@@ -150,7 +175,8 @@ def _export(ctx: BuildContext, module: Any, args: tuple[Any, ...], name: str) ->
     return path, result.exporter
 
 
-def _torch(ctx: BuildContext, ratio: float, precheck: Precheck | None) -> dict[str, Any] | None:
+def _torch(ctx: BuildContext, ratio: float, precheck: Precheck | None,
+           finetune_steps: int | None) -> dict[str, Any] | None:
     import onnx
 
     from ..pruning import distill, prune_structured, reestimate_batchnorm, steps_for
@@ -167,7 +193,7 @@ def _torch(ctx: BuildContext, ratio: float, precheck: Precheck | None) -> dict[s
         return None
     calib = [ctx.calib.arrays[i["name"]] for i in ctx.inputs]
     macs = macs_per_sample(module, args)
-    steps = int(ctx.config.extra.get("finetune_steps", steps_for(macs)))
+    steps = steps_for(macs) if finetune_steps is None else int(finetune_steps)
     recovery = distill(module, dense, calib, steps, seed=ctx.config.seed,
                        threads=1 if macs < SMALL_MODEL_MACS else None)
     recovery.batchnorm_layers = reestimate_batchnorm(module, calib)

@@ -5,18 +5,72 @@ One candidate per calibration method; the validate stage picks among them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from ..context import BuildContext
-from ..pipeline import Stage
+from ..pipeline import Stage, StageConfig
+
+
+@dataclass(frozen=True)
+class QuantizeConfig(StageConfig):
+    keep_float: tuple[str, ...] = ()  # node names left float (the accuracy guard's plan)
+    per_channel: bool = True
+
+
+@contextlib.contextmanager
+def ort_quantization_quiet() -> Iterator[None]:
+    """Drop onnxruntime quantization's own log records while in the block, nobody else's.
+
+    ORT's quantizer logs through the root logger (``logging.warning(...)``: a pre-processing
+    hint on every call), so the filter sits on the root logger and matches records by the
+    file that logged them; records of other code, and of named loggers, pass. With no root
+    handler, a NullHandler keeps ``logging.warning`` from installing a stderr handler for
+    the rest of the process. Both are removed on the way out.
+    """
+    import onnxruntime.quantization as ortq
+
+    folder = os.path.dirname(os.path.abspath(ortq.__file__)) + os.sep
+
+    class FromOrtQuantization(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            return not os.path.abspath(record.pathname).startswith(folder)
+
+    root = logging.getLogger()
+    only_ort = FromOrtQuantization()
+    guard = logging.NullHandler() if not root.handlers else None
+    named = logging.getLogger("onnxruntime.quantization")
+    level = named.level
+    root.addFilter(only_ort)
+    if guard is not None:
+        root.addHandler(guard)
+    named.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        named.setLevel(level)
+        root.removeFilter(only_ort)
+        if guard is not None:
+            root.removeHandler(guard)
 
 
 class Quantize(Stage):
     name = "quantize"
+    Config = QuantizeConfig
+    config: QuantizeConfig
+    requires = frozenset({"float_path", "ranges"})
+    provides = frozenset({"candidates", "quantization"})
 
     def __init__(self) -> None:
+        super().__init__()
         self.used: dict[str, Any] = {}
+
+    def configure(self, ctx: BuildContext) -> QuantizeConfig:
+        return QuantizeConfig(tuple(ctx.config.keep_float), ctx.config.per_channel)
 
     def params(self, ctx: BuildContext) -> dict[str, Any]:
         return self.used
@@ -32,23 +86,24 @@ class Quantize(Stage):
         enums = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
                  "entropy": CalibrationMethod.Entropy}
         activation = QuantType.QUInt8 if ctx.activation_type == "uint8" else QuantType.QInt8
-        keep_float = list(ctx.config.extra.get("keep_float", []))
+        keep_float = list(self.config.keep_float)
+        per_channel = self.config.per_channel
         extra_options = {
             "WeightSymmetric": True,  # int8 weights, zero point 0: what integer kernels expect
             "ActivationSymmetric": ctx.activation_type == "int8",
         }
-        logging.getLogger().setLevel(logging.ERROR)  # ORT logs a pre-processing hint per call
         for method, ranges in ctx.ranges.items():
             out = ctx.workdir / f"int8-{method}.onnx"
-            quantize_static(
-                str(ctx.float_path), str(out), None,
-                quant_format=QuantFormat.QDQ, per_channel=ctx.config.per_channel,
-                activation_type=activation, weight_type=QuantType.QInt8,
-                nodes_to_exclude=keep_float, calibrate_method=enums[method],
-                extra_options=extra_options, calibration_cache_path=str(ranges),
-            )
+            with ort_quantization_quiet():
+                quantize_static(
+                    str(ctx.float_path), str(out), None,
+                    quant_format=QuantFormat.QDQ, per_channel=per_channel,
+                    activation_type=activation, weight_type=QuantType.QInt8,
+                    nodes_to_exclude=keep_float, calibrate_method=enums[method],
+                    extra_options=extra_options, calibration_cache_path=str(ranges),
+                )
             ctx.candidates[method] = out
-        self.used = {"format": "QDQ", "per_channel": ctx.config.per_channel,
+        self.used = {"format": "QDQ", "per_channel": per_channel,
                      "activation_type": ctx.activation_type, "weight_type": "int8",
                      "keep_float": keep_float, "extra_options": extra_options}
         ctx.quantization.update(self.used)

@@ -33,6 +33,8 @@ def annotate_io(ctx: BuildContext, model: Any) -> None:
 
 class Validate(Stage):
     name = "validate"
+    requires = frozenset({"candidates", "float_path", "inputs", "outputs", "val"})
+    provides = frozenset({"inputs", "outputs", "quant_path", "quantization", "validation"})
 
     def params(self, ctx: BuildContext) -> dict[str, Any]:
         return {"samples": ctx.validation.get("samples"), "chosen": ctx.validation.get("method")}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from edgekit.converters import budgets as B
+from edgekit.converters.search import budgets as B
 from edgekit.targets import load_profile
 
 from edgekit.errors import UserError

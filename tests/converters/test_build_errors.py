@@ -87,3 +87,16 @@ def test_output_in_a_missing_folder(tmp_path):
 def test_unknown_build_option_names_the_allowed():
     with pytest.raises(UserError, match="unknown build option.*calib_samples"):
         build(str(DIGITS_ONNX), target="host", calib=str(DIGITS_NPZ), colour="blue")
+
+
+@pytest.mark.parametrize("typo", ["finetune_step", "extra", "keepfloat"])
+def test_a_mistyped_knob_is_an_error_naming_the_typed_ones(typo):
+    with pytest.raises(UserError, match="unknown build option.*finetune_steps.*guard_steps.*"
+                                        "keep_float.*prune_ratios.*search_margin.*"
+                                        "sensitivity_samples"):
+        build(str(DIGITS_ONNX), target="host", calib=str(DIGITS_NPZ), **{typo: 3})
+
+
+def test_list_knobs_refuse_a_string():
+    with pytest.raises(UserError, match="keep_float expects a list"):
+        build(str(DIGITS_ONNX), target="host", calib=str(DIGITS_NPZ), keep_float="Conv_0")

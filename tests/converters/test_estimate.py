@@ -207,16 +207,16 @@ def test_estimate_errors_name_what_was_expected(tmp_path: Path) -> None:
 
 
 def test_host_cost_model_needs_calibration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from edgekit.converters.estimate import calibrate
+    from edgekit.converters.estimate import host_rates
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     with pytest.raises(TargetError, match="edgekit calibrate-host"):
         estimate(DIGITS, "host", calibrate=False)
     # a cache entry for this machine is what the host estimate then uses
     rates = dict(CostModel.from_profile(load_profile("rpi4")).values, conv_gmacs_f32=1e3)
-    path = calibrate.cache_path()
+    path = host_rates.cache_path()
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({calibrate.host_key(): {"rates": rates}}))
+    path.write_text(json.dumps({host_rates.host_key(): {"rates": rates}}))
     est = estimate(DIGITS, "host", calibrate=False)
     assert est.method == "benchmark" and str(path) in est.source
     faster = estimate(DIGITS, "rpi4", calibrate=False)

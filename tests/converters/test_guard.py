@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from edgekit.converters import build
 from edgekit.converters.context import Dataset
-from edgekit.converters.guard import Sensitivity, fix_set, guard, sensitivity, steps
+from edgekit.converters.search.guard import Sensitivity, fix_set, guard, sensitivity, steps
 
 from ..conftest import DIGITS_NPZ
 from .sizing import outlier_digits
@@ -81,7 +81,7 @@ def test_build_keeps_the_sensitive_layers_float_until_accuracy_is_met(tmp_path):
     source = outlier_digits(tmp_path)
     result = build(str(source), target="host", calib=str(DIGITS_NPZ),
                    output=tmp_path / "guarded.edgekit", formats=["onnx"], method="minmax",
-                   budgets={"accuracy_drop": 1.0}, quiet=True, extra={"prune_ratios": [0.0]})
+                   budgets={"accuracy_drop": 1.0}, quiet=True, prune_ratios=[0.0])
     m = result.manifest
     table = {c["id"]: c for c in m["search"]["candidates"]}
     plain = table["prune0-minmax"]
@@ -98,6 +98,9 @@ def test_build_keeps_the_sensitive_layers_float_until_accuracy_is_met(tmp_path):
     assert val["accuracy_float"] - val["accuracy_int8"] <= 0.01
     floats = {n["name"] for n in m["quantization"]["float_nodes"]}
     assert {"node_conv2d", "node_conv2d_1"} <= floats
+    # each float fallback re-ran quantization only (the search's stage-prefix cache)
+    runs = m["search"]["stage_runs"]
+    assert runs["quantize"] == len(table) > 1 and runs["calibrate"] == runs["prepare"] == 1
 
 
 def test_plain_build_warns_when_int8_misses_the_accuracy_budget(tmp_path):

@@ -24,7 +24,7 @@ def latency_forced(tmp_path_factory):
                    input_shape=(1, 1, 8, 8), calib=str(DIGITS_NPZ),
                    output=folder / "fit.edgekit", formats=["onnx"], method="minmax",
                    budgets={"latency_ms": budget}, quiet=True,
-                   extra={"prune_ratios": [0.0, 0.5]})
+                   prune_ratios=[0.0, 0.5])
     return result, budget, dense_ms
 
 
@@ -91,7 +91,7 @@ def test_storage_budget_forces_sparsity_on_an_onnx_source(tmp_path):
 
     result = build(str(DIGITS_ONNX), target="host", calib=str(DIGITS_NPZ),
                    output=tmp_path / "small.edgekit", formats=["onnx"], method="minmax",
-                   budgets={"storage_mb": 0.105}, quiet=True, extra={"prune_ratios": [0.0, 0.5]})
+                   budgets={"storage_mb": 0.105}, quiet=True, prune_ratios=[0.0, 0.5])
     m = result.manifest
     assert result.path.stat().st_size <= 0.105e6
     assert m["pruning"]["method"].startswith("unstructured") and "zip" in m["pruning"]["note"]

@@ -1,4 +1,4 @@
-"""Budget-fitting search: pruning ratio x calibration method x float fallback.
+"""Budget-fitting search over stage configs: pruning ratio x calibration method x float fallback.
 
 Runs instead of the plain pipeline when budgets are given (``--max-*`` flags,
 ``build(budgets=...)``) or ``--search``. The source is loaded (or exported) and its data
@@ -13,6 +13,10 @@ read once; then, cheapest first:
    the accuracy guard (``converters.guard``) keeps its most sensitive layers float, one
    more per rebuild, until the accuracy budget is met.
 
+Each candidate is a set of stage configs (``PruneConfig``, ``CalibrateConfig``,
+``QuantizeConfig``) run through the build's own plan; a ``PrefixCache`` keeps the context
+after every stage, so candidates that agree on a prefix of configs share its work.
+
 The search stops at the first candidate meeting every budget with margin; ratios beyond
 the first one with a fitting candidate are not tried (more pruning only costs accuracy).
 The winner is the most accurate candidate within budget (ties: faster, then smaller); it
@@ -23,8 +27,6 @@ budget each candidate missed and by how much, and no artifact is written.
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,10 +36,14 @@ import numpy as np
 
 from edgekit.errors import BudgetError, TargetError, UserError
 
+from ..context import CALIBRATION_METHODS, BuildContext
+from ..pipeline import Pipeline, Plan, Rejected, StageConfig, check_order
+from ..runner import run_dataset
+from ..stages.calibrate import CalibrateConfig
+from ..stages.prune import PruneConfig, check_ratio
+from ..stages.quantize import QuantizeConfig
 from . import budgets as B
-from .context import CALIBRATION_METHODS, BuildContext
-from .pipeline import Pipeline
-from .runner import run_dataset
+from .cache import PrefixCache
 
 RATIOS = (0.0, 0.25, 0.375, 0.5, 0.625, 0.75)
 
@@ -54,6 +60,7 @@ class Candidate:
     ctx: BuildContext | None = field(default=None, repr=False)
     accuracy: dict[str, Any] = field(default_factory=dict)
     guard_plan: list[Any] = field(default_factory=list)  # guard.Sensitivity items kept float
+    configs: dict[str, StageConfig] = field(default_factory=dict, repr=False)  # what built it
 
     @property
     def built(self) -> bool:
@@ -73,32 +80,18 @@ class Candidate:
                 "seconds": round(self.seconds, 2)}
 
 
-def fork(ctx: BuildContext, name: str) -> BuildContext:
-    """An independent copy of a build context, working in its own subfolder."""
-    workdir = ctx.workdir / name
-    workdir.mkdir(parents=True, exist_ok=True)
-    config = dataclasses.replace(ctx.config, extra=dict(ctx.config.extra))
-    return dataclasses.replace(
-        ctx, config=config, workdir=workdir, source_info=dict(ctx.source_info),
-        inputs=copy.deepcopy(ctx.inputs), outputs=copy.deepcopy(ctx.outputs), ranges={},
-        candidates={}, quant_path=None, quantization={}, validation={}, models=[],
-        model_bytes={}, extra_manifest=copy.deepcopy(ctx.extra_manifest),
-        stages=list(ctx.stages), warnings=list(ctx.warnings))
-
-
 class Search:
-    def __init__(self, ctx: BuildContext, names: list[str]) -> None:
+    def __init__(self, ctx: BuildContext, plan: Plan) -> None:
         config = ctx.config
         self.base = ctx
-        self.names = names
+        self.plan = plan
         self.budgets = B.resolve(ctx.profile, config.budgets)
-        self.margin = float(config.extra.get("search_margin", B.DEFAULT_MARGIN))
+        self.margin = float(B.DEFAULT_MARGIN if config.search_margin is None
+                            else config.search_margin)
         if config.prune is not None:
-            from .stages.prune import check_ratio
-
             self.ratios = [check_ratio(config.prune)]
         else:
-            self.ratios = [float(r) for r in config.extra.get("prune_ratios", RATIOS)]
+            self.ratios = [check_ratio(r) for r in (config.prune_ratios or RATIOS)]
         self.methods = (list(CALIBRATION_METHODS) if config.method == "auto"
                         else [config.method])
         self.checked = self._checked_budgets()
@@ -106,6 +99,7 @@ class Search:
         self.reference: list[np.ndarray] = []
         self.stopped_early = False
         self.started = time.perf_counter()
+        self.cache = PrefixCache(plan, ctx)
 
     # ------------------------------------------------------------------ setup
     def _checked_budgets(self) -> tuple[str, ...]:
@@ -125,18 +119,16 @@ class Search:
     def estimate(self, path: Path) -> dict[str, float]:
         if not any(k in self.checked for k in B.ESTIMATED):
             return {}
-        from .estimate import estimate
+        from ..estimate import estimate
 
         est = estimate(str(path), self.base.profile)
         return B.hardware_figures(est, self.base.profile, self.budgets.rate_hz)
 
     # ------------------------------------------------------------------ run
     def run(self) -> None:
-        names = self.names
-        prefix = [n for n in names[:names.index("data") + 1] if n != "prune"]
-        Pipeline(prefix).run(self.base)
+        data = self.cache.run("data")  # the source read and its data split, once
         self.started = time.perf_counter()
-        self.reference = run_dataset(self.base.float_path, self.base.val)
+        self.reference = run_dataset(data.float_path, data.val)
         self.base.report(f"  search over prune {self.ratios} x {self.methods} x float fallback; "
                          f"budgets: " + ", ".join(f"{k} {v:g}" for k, v in
                                                    self.budgets.limits.items()))
@@ -159,28 +151,23 @@ class Search:
 
     def _ratio(self, ratio: float) -> bool:
         """Try one pruning ratio; True when the search should not try more pruning."""
-        from .stages.prune import apply_pruning
-
         started = time.perf_counter()
-        rctx = fork(self.base, f"prune-{ratio:g}")
-        if ratio > 0:
-            section = apply_pruning(rctx, ratio, lambda p: self._precheck(p, ratio, started),
-                                    self.reference)
-            if section is None:
-                return False
-            rctx.stages.append({"name": "prune", "params": {"ratio": ratio,
-                                                            "method": section["method"]},
-                                "seconds": round(time.perf_counter() - started, 3)})
-        elif not self._precheck(rctx.float_path, ratio, started):
+        if ratio == 0 and not self._precheck(self.cache.run("data").float_path, ratio, started):
             return False
-        Pipeline([n for n in ("prepare", "check_export") if n in self.names]).run(rctx)
+        prune = PruneConfig(ratio, self.base.config.finetune_steps,
+                            precheck=lambda p: self._precheck(p, ratio, started),
+                            reference=self.reference)
+        try:  # the pruned float model, prepared (and checked against torch), once per ratio
+            rctx = self.cache.run(self.plan.before("calibrate"), {"prune": prune})
+        except Rejected:
+            return False
         built = []
         for method in self.methods:
             began = time.perf_counter()
-            mctx = fork(rctx, method)
-            mctx.config.method = method
-            Pipeline(["calibrate", "quantize"]).run(mctx)
+            configs = {"prune": prune, "calibrate": CalibrateConfig((method,))}
+            mctx = self.cache.run("quantize", configs)
             built.append(self.evaluate(mctx, ratio, method, [], began))
+            built[-1].configs = configs
             if built[-1].verdict.fits_with(self.margin):
                 self.stopped_early = True
                 return True
@@ -200,6 +187,7 @@ class Search:
                  began: float) -> Candidate:
         path = ctx.candidates[method]
         ctx.quant_path = path
+        ctx.mark("search", "quant_path")  # the search validates; the validate stage does not run
         outputs = run_dataset(path, ctx.val)
         acc = B.accuracy_figures(self.reference[0], outputs[0], ctx.val.labels)
         data = path.read_bytes()
@@ -226,27 +214,27 @@ class Search:
     def _guard(self, rctx: BuildContext, best: Candidate) -> None:
         from .guard import guard, nodes_of, sensitivity
 
-        extra = rctx.config.extra
+        config = rctx.config
         ranking = sensitivity(rctx.float_path, best.ctx.quant_path, rctx.calib,
-                              int(extra.get("sensitivity_samples", 32)))
+                              config.sensitivity_samples)
         method = best.method
 
         def attempt(plan: list[Any]) -> Candidate:
             began = time.perf_counter()
-            gctx = fork(best.ctx, f"float{len(plan)}")
-            gctx.ranges = dict(best.ctx.ranges)
-            gctx.config.extra["keep_float"] = nodes_of(plan)
-            gctx.stages = [s for s in best.ctx.stages if s["name"] != "quantize"]
-            Pipeline(["quantize"]).run(gctx)
+            # the same prune and calibrate configs: the cache re-runs quantization only
+            configs = {**best.configs,
+                       "quantize": QuantizeConfig(tuple(nodes_of(plan)), config.per_channel)}
+            gctx = self.cache.run("quantize", configs)
             cand = self.evaluate(gctx, best.ratio, method, nodes_of(plan), began)
             cand.guard_plan = list(plan)
+            cand.configs = configs
             return cand
 
         self.base.report(f"  accuracy guard on {best.id}: most sensitive "
                          + ", ".join(f"{s.tensor} ({s.sqnr_db:.1f} dB)" for s in ranking[:3]))
         guard(ranking, attempt, met=lambda c: c.verdict.fits,
               give_up=lambda c: not c.verdict.hardware_fits(),
-              max_steps=int(extra.get("guard_steps", 8)))
+              max_steps=config.guard_steps)
 
     # ------------------------------------------------------------------ result
     def ranked(self) -> list[Candidate]:
@@ -256,7 +244,7 @@ class Search:
         return fits + rest
 
     def finish(self) -> None:
-        from .search_table import table
+        from .table import table
 
         ranked = self.ranked()
         for cand in [c for c in ranked if c.verdict.fits]:
@@ -264,16 +252,16 @@ class Search:
                 self.base.report(table(ranked, self.budgets, self.checked, cand))
                 return
         raise BudgetError(
-            f"no build of {self.base.source_info.get('name', 'the model')} fits the "
+            f"no build of {self.cache.run('data').source_info.get('name', 'the model')} fits the "
             f"{self.base.profile.name} budgets: {len(self.candidates)} candidate(s) tried "
             "(table below); relax a budget (--max-*) or pick a larger target",
             table(ranked, self.budgets, self.checked, None))
 
     def _package(self, cand: Candidate, ranked: list[Candidate]) -> bool:
         """Package ``cand``; False (and no file left) when the written artifact is too big."""
+        from ..qdq import float_nodes
         from .guard import Sensitivity
-        from .qdq import float_nodes
-        from .search_table import manifest_section
+        from .table import manifest_section
 
         win = cand.ctx
         win.quant_path = win.candidates[cand.method]
@@ -303,7 +291,8 @@ class Search:
         win.stages.append({"name": "search", "params": {"candidates": len(self.candidates),
                                                         "winner": cand.id},
                            "seconds": round(time.perf_counter() - self.started, 3)})
-        Pipeline([n for n in self.names[self.names.index("validate") + 1:]]).run(win)
+        win.mark("search", "validation", "quantization")
+        Pipeline(self.plan.after("validate")).run(win)
         written = win.output_path.stat().st_size / B.MB
         limit = self.budgets.limits["storage_mb"]
         if written > limit * (1 + 1e-9):
@@ -323,7 +312,7 @@ class Search:
 def _quantized_inputs(model: bytes) -> set[str]:
     import onnx
 
-    from .qdq import input_quantization
+    from ..qdq import input_quantization
 
     return set(input_quantization(onnx.load_model_from_string(model)))
 
@@ -332,8 +321,10 @@ def _round(value: Any) -> Any:
     return round(float(value), 6) if isinstance(value, (float, np.floating)) else value
 
 
-def run_search(ctx: BuildContext, names: list[str]) -> None:
+def run_search(ctx: BuildContext, plan: Plan) -> None:
     """Entry point from ``edgekit.converters.build``."""
-    if not names or "data" not in names or "validate" not in names:
-        raise UserError(f"the budget search needs the data and validate stages; got {names}")
-    Search(ctx, names).run()
+    if not all(n in plan for n in ("data", "prune", "calibrate", "quantize", "validate")):
+        raise UserError(f"the budget search needs the data, prune, calibrate, quantize and "
+                        f"validate stages; got {list(plan.names)}")
+    check_order(plan.names, ctx.available())  # the whole plan, once
+    Search(ctx, plan).run()

@@ -67,4 +67,6 @@ def manifest_section(search: Any, ranked: list[Any], winner: Any) -> dict[str, A
             "order": "pruning ratio ascending, then calibration method, then float fallback",
             "selection": "most accurate within every budget; ties: closer to float (cosine), "
                          "then lower latency, then smaller",
-            "notes": [STORAGE_NOTE, POWER_NOTE], "candidates": candidates}
+            "notes": [STORAGE_NOTE, POWER_NOTE],
+            # times each stage ran: the prefix cache runs a stage once per distinct prefix
+            "stage_runs": dict(search.cache.runs), "candidates": candidates}

@@ -166,7 +166,7 @@ def _num(value: float) -> str:
 
 def sustained_power(profile: Any, threads: int, latency_s: float, rate_hz: float) -> float:
     """Board watts serving ``rate_hz`` inferences/s: busy cores draw only while running."""
-    from .estimate import power_w
+    from ..estimate import power_w
 
     idle = float(profile.power["idle_w"])
     duty = min(1.0, max(0.0, rate_hz * latency_s))
@@ -186,7 +186,7 @@ def hardware_figures(est: Any, profile: Any, rate_hz: float) -> dict[str, float]
 def accuracy_figures(reference: np.ndarray, candidate: np.ndarray,
                      labels: np.ndarray | None) -> dict[str, Any]:
     """Drop against the dense float reference: top-1 points when labelled, else cosine."""
-    from .runner import compare
+    from ..runner import compare
 
     metrics = compare(reference, candidate, labels)
     if "accuracy_int8" in metrics:
@@ -208,7 +208,7 @@ def vector_bytes(inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
                  quantized: set[str], model_bytes: int, samples: int, wanted: int,
                  formats: int) -> int:
     """Bytes of the test vectors the package stage will bundle (same count rule as there)."""
-    from .stages.package import VECTOR_FLOOR, VECTOR_SHARE
+    from ..stages.package import VECTOR_FLOOR, VECTOR_SHARE
 
     def size(spec: dict[str, Any]) -> int:
         return int(np.prod([d if isinstance(d, int) else 1 for d in spec["shape"][1:]]))

@@ -1,4 +1,5 @@
-"""``host`` cost model: about half a minute of onnxruntime micro-benchmarks, cached per machine.
+"""Host rates for the ``host`` cost model (not quantization calibration, which is
+``stages/calibrate.py``): about half a minute of onnxruntime micro-benchmarks, cached per machine.
 
 What is measured (models in ``microbench``), each at 1 and 2 threads, in two whole passes
 keeping each figure's best (a burst of load from another process spoils one pass only):
@@ -29,9 +30,11 @@ from typing import Any
 import numpy as np
 
 from ..cache import user_cache_dir
-from .cost import PER_KIND
+from .cost import PER_KIND, CostModel
+from .graph import read_graph
 from .measure import memory, random_feeds, session, time_runs
 from .microbench import chain, gemv, mixed_chain
+from .ops import build_ops
 
 CACHE_NAME = "host_cost_model.json"
 CHAIN = 4  # ops in the long chain; rates come from (t[CHAIN] - t[1]) / (CHAIN - 1)
@@ -134,10 +137,6 @@ def _dispatch_costs(values: dict[str, float]) -> dict[str, float]:
     """Per-op overhead from the varied chain: measured time per step minus the modelled
     work of its ops (rates measured above), shared among its kernel calls."""
     import onnx
-
-    from .cost import CostModel
-    from .graph import read_graph
-    from .ops import build_ops
 
     steps = 9
     models = [mixed_chain(steps), mixed_chain(1)]

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from .context import Dataset
-from .runner import run_dataset, session
+from ..context import Dataset
+from ..runner import run_dataset, session
 
 SAMPLES = 32  # calibration samples per sensitivity run
 MAX_STEPS = 8  # rebuilds the guard tries before giving up

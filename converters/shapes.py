@@ -1,0 +1,55 @@
+"""Pin a model's symbolic input dims to numbers, with onnxruntime's own tool.
+
+``onnxruntime.tools.onnx_model_utils.make_input_shape_fixed`` sets an input's shape and
+replaces a named dim (``"batch"``) everywhere in the graph, so intermediate shapes agree
+with the pinned inputs. Two policies, different on purpose:
+
+* the estimator costs one inference at some batch: every open dim is pinned, the leading
+  one to ``batch`` and the others to 1 (``others=1``);
+* a converter that can only size a symbolic batch (the tflite writer) pins the leading dim
+  and refuses any other open dim (``others=None``), naming the input and axis.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edgekit.errors import UnsupportedModelError
+
+
+def _open(dim: Any) -> bool:
+    return not dim.HasField("dim_value") or dim.dim_value <= 0
+
+
+def fixed_input_shapes(model: Any, batch: int, others: int | None = 1,
+                       who: str = "this converter") -> Any:
+    """A copy of ``model`` (an ``onnx.ModelProto``) with its symbolic input dims pinned.
+
+    ``others`` is the value for open dims past axis 0; None makes them an
+    ``UnsupportedModelError`` (``who`` names the converter in that message)."""
+    import onnx
+    from onnxruntime.tools.onnx_model_utils import make_input_shape_fixed
+
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    initializers = {i.name for i in fixed.graph.initializer}
+    for vi in fixed.graph.input:
+        if vi.name in initializers or not vi.type.HasField("tensor_type"):
+            continue
+        dims = list(vi.type.tensor_type.shape.dim)
+        if not any(_open(d) for d in dims):
+            continue
+        shape = []
+        for axis, dim in enumerate(dims):
+            if not _open(dim):
+                shape.append(int(dim.dim_value))
+            elif axis == 0:
+                shape.append(batch)
+            elif others is None:
+                raise UnsupportedModelError(
+                    f"input {vi.name!r} axis {axis} is symbolic ({dim.dim_param!r}); "
+                    f"{who} supports a symbolic batch (axis 0) only")
+            else:
+                shape.append(others)
+        make_input_shape_fixed(fixed.graph, vi.name, shape)
+    return fixed
