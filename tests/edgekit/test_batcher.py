@@ -17,8 +17,8 @@ from edgekit.batcher import batch_policy
 from edgekit.errors import InternalError, QueueFullError, UserError
 from edgekit.power import HOT, LOW_BATTERY, NORMAL, ON_BATTERY, THROTTLED, UNKNOWN
 
+from .fake_sysfs import laptop_tree, put
 from .runtime_models import conv_onnx, mlp_onnx, write_model_artifact
-from .test_power import laptop_tree, put
 
 
 @pytest.fixture(scope="module")
