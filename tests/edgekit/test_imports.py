@@ -1,5 +1,6 @@
-"""The on-device package's import graph has no cycle, lazy (function-level) imports included:
-a cycle hidden behind an import inside a function is still a cycle of responsibilities.
+"""The on-device package's import graph has no cycle, lazy (function-level) and typing-only
+(``if TYPE_CHECKING``) imports included: a cycle hidden behind an import inside a function or
+a type annotation is still two modules that depend on each other.
 And ``edgekit.load`` shows its options (a real signature, the fields of RuntimeOptions)."""
 
 from __future__ import annotations
@@ -29,23 +30,13 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def _type_checking_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
-    while node in parents:
-        node = parents[node]
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            return True
-    return False
-
-
 def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """Modules of the graph that ``name`` imports anywhere (``if TYPE_CHECKING`` excluded:
-    annotations only, nothing runs)."""
+    """Modules of the graph that ``name`` imports anywhere in its source."""
     tree = ast.parse(path.read_text())
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     is_package = path.name == "__init__.py"
     out: set[str] = set()
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Import | ast.ImportFrom) or _type_checking_only(node, parents):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
             continue
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
@@ -99,8 +90,12 @@ def test_no_import_cycle_in_the_device_package() -> None:
 
 def test_the_cycle_finder_finds_a_lazy_cycle(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("import b\n")
-    (tmp_path / "b.py").write_text("def f():\n    from a import x\n")
+    (tmp_path / "b.py").write_text("def f():\n    from a import x\n")  # lazy
     known = {"a": tmp_path / "a.py", "b": tmp_path / "b.py"}
+    graph = {n: imports_of(n, p, known) for n, p in known.items()}
+    assert find_cycle(graph) == ["a", "b", "a"]
+    (tmp_path / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                   "    import a\n")
     graph = {n: imports_of(n, p, known) for n, p in known.items()}
     assert find_cycle(graph) == ["a", "b", "a"]
 
