@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
@@ -94,6 +95,9 @@ class Model:
         self._tuner: ThreadTuner | None = None
         self._closed = False
         self._lock = threading.Lock()  # lazy creation of the monitor and the batcher
+        # predict's fast path reads one attribute: the live backend's run and thread count
+        self._fast: tuple[Callable[..., list[np.ndarray]], int] | None = None
+        self.session.on_swap(self._on_swap)
         if options.auto:
             profile = self.spec.target.profile
             self._tuner = ThreadTuner(self.session, options.policy, self.power_monitor(),
@@ -110,6 +114,9 @@ class Model:
             self.session.start(self.session.make_backend(BackendOptions(
                 threads=int(options.threads),
                 allow_spinning=options.allow_spinning and self.policy != "efficiency")))
+
+    def _on_swap(self, backend: Backend) -> None:
+        self._fast = (backend.run, backend.options.threads)  # one store: swapped as one
 
     def _vectors(self) -> dict[str, np.ndarray]:
         try:
@@ -175,9 +182,9 @@ class Model:
             # Same shape and dtype as an earlier valid call that ran as one backend call:
             # skip validation (runtimes copy a non-contiguous array themselves). On a 29 us
             # model every attribute lookup here shows, so the live backend's run and thread
-            # count are one tuple (swapped as one by Session.swap), and only one call in
-            # SAMPLE_STRIDE is timed while calls are fast (see edgekit/stats.py).
-            run, threads = self.session.fast
+            # count are one tuple (stored as one on every Session.swap), and only one call
+            # in SAMPLE_STRIDE is timed while calls are fast (see edgekit/stats.py).
+            run, threads = self._fast  # type: ignore[misc]  # set before any predict
             skip = self._skip
             if skip:
                 self._skip = skip - 1

@@ -7,6 +7,7 @@ Also ``RuntimeOptions``: every option ``edgekit.load`` takes, in one frozen reco
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, Protocol
@@ -94,8 +95,7 @@ class Session:
         self._model_bytes = model_bytes
         self._names = {s.name for s in inputs}
         self._backend: Backend | None = None
-        # (run, threads) of the live backend: Model.predict's fast path reads this one tuple
-        self.fast: tuple[Any, int] = (None, 0)
+        self._listeners: list[Callable[[Backend], None]] = []
 
     @property
     def runtime(self) -> str:
@@ -115,6 +115,12 @@ class Session:
     def start(self, backend: Backend) -> None:
         self._set(backend)
 
+    def on_swap(self, listener: Callable[[Backend], None]) -> None:
+        """Call ``listener(new_backend)`` on every swap (and now, if a backend is live)."""
+        self._listeners.append(listener)
+        if self._backend is not None:
+            listener(self._backend)
+
     def swap(self, backend: Backend, close: bool = True) -> Backend:
         """Replace the live backend; callers already inside a run finish on the old one.
         ``close=False`` leaves closing the old one to the caller (the tuner, after a grace)."""
@@ -125,10 +131,11 @@ class Session:
         return old
 
     def _set(self, backend: Backend) -> None:
-        # predict's fast path reads only ``fast``, run_feeds only ``_backend``: each is one
-        # attribute store, so a concurrent caller sees either the old backend or the new one.
+        # run_feeds reads only ``_backend`` (one attribute store), and each listener keeps
+        # its own single-store view: a concurrent caller sees the old backend or the new one.
         self._backend = backend
-        self.fast = (backend.run, backend.options.threads)
+        for listener in self._listeners:
+            listener(backend)
 
     def close(self) -> None:
         if self._backend is not None:
