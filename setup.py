@@ -31,14 +31,19 @@ setup(
     description="Int8, pruned, budget-sized models for Raspberry Pi-class boards, and a runtime that adapts to heat and power",
     long_description=(ROOT / "README.md").read_text() if (ROOT / "README.md").exists() else "",
     long_description_content_type="text/markdown",
-    python_requires=">=3.10",
+    python_requires=">=3.11",  # tomllib (target profiles)
     packages=packages,
     package_dir={
         "edgekit": "edgekit",
         "edgekit.converters": "converters",
         "edgekit.targets": "targets",
     },
-    package_data={"edgekit.targets": ["*.toml"]},
+    package_data={
+        "edgekit.targets": ["*.toml"],
+        "edgekit.converters.emulation": ["sysroot-wheels.txt"],  # the sysroot's hash-pinned wheels
+    },
+    # The device needs numpy and click plus one runtime; the host commands (build, estimate,
+    # calibrate-host, emulate) need the [build] extra (edgekit.commands.BUILD_EXTRA).
     install_requires=["numpy>=1.23", "click>=8.0"],
     extras_require={
         # on the device: numpy plus one runtime
@@ -54,6 +59,8 @@ setup(
             "tqdm>=4.60",
             "flatbuffers>=23.5",
             "ai-edge-litert>=1.2",
+            "platformdirs>=3",  # cache folders (sysroot, host rates)
+            "filelock>=3.12",  # one sysroot builder at a time
         ],
         # pin torch where this project installs it (README, .ci/run): torch==2.13.0
         "torch": ["torch>=2.4", "onnxscript>=0.1", "torch-pruning>=1.4"],

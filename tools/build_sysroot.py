@@ -4,7 +4,7 @@
     python tools/build_sysroot.py --target rpi4 --rebuild  # from nothing, timed
     python tools/build_sysroot.py --target rpi4 --probe    # what the emulated CPU looks like
 
-A thin wrapper: the builder lives in ``edgekit.emulation`` so that an installed
+A thin wrapper: the builder lives in ``edgekit.converters.emulation`` so that an installed
 ``edgekit emulate`` works outside this repository too. Cache: ``$EDGEKIT_SYSROOT_CACHE``,
 else ``$XDG_CACHE_HOME/edgekit/sysroot`` (default ``~/.cache/edgekit/sysroot``).
 """
@@ -16,9 +16,9 @@ import json
 import sys
 import time
 
+from edgekit.converters.emulation import ensure_sysroot, probe, recipe_for
 from edgekit.targets import load_profile
 
-from edgekit.emulation import ensure_sysroot, probe, recipe_for
 from edgekit.errors import EdgekitError
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cache import user_cache_dir
 from .cost import PER_KIND
 from .measure import memory, random_feeds, session, time_runs
 from .microbench import chain, gemv, mixed_chain
@@ -37,8 +38,7 @@ CHAIN = 4  # ops in the long chain; rates come from (t[CHAIN] - t[1]) / (CHAIN -
 
 
 def cache_path() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "edgekit" / CACHE_NAME
+    return user_cache_dir() / CACHE_NAME
 
 
 def host_key() -> str:

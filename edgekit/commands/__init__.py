@@ -1,16 +1,50 @@
-"""CLI commands beyond the core ones in ``edgekit/cli.py``: one module per command.
+"""The ``edgekit`` commands, by name: device commands here, host commands in the converters.
 
-Each module exposes a click command named ``command``; list it here (import path, lazily
-imported so that ``edgekit --help`` stays fast and light).
+Each command module exposes a click command named ``command``. Both tables are static
+(name -> module path) so that ``edgekit --help`` and every device command import no
+command module but their own, and a device install never imports the host side: a host
+command is imported only when it is run and its tools are installed (``host_missing``).
 """
 
 from __future__ import annotations
 
-COMMANDS: list[str] = [
-    "edgekit.commands.bench",
-    "edgekit.commands.run",
-    "edgekit.commands.doctor",
-    "edgekit.commands.emulate",
-    "edgekit.commands.estimate",
-    "edgekit.commands.calibrate_host",
-]
+from importlib.util import find_spec
+
+DEVICE_COMMANDS: dict[str, str] = {
+    "bench": "edgekit.commands.bench",
+    "doctor": "edgekit.commands.doctor",
+    "inspect": "edgekit.commands.inspect",
+    "run": "edgekit.commands.run",
+    "targets": "edgekit.commands.targets",
+    "verify": "edgekit.commands.verify",
+}
+
+# Host-only: need onnx and the other build tools, live in edgekit.converters.commands.
+HOST_COMMANDS: dict[str, str] = {
+    "build": "edgekit.converters.commands.build",
+    "calibrate-host": "edgekit.converters.commands.calibrate_host",
+    "emulate": "edgekit.converters.commands.emulate",
+    "estimate": "edgekit.converters.commands.estimate",
+}
+
+# The one place that names the distribution and the extra holding the host tools.
+DISTRIBUTION = "edgekit"
+BUILD_EXTRA = "build"
+INSTALL_HOST_TOOLS = f'pip install "{DISTRIBUTION}[{BUILD_EXTRA}]"'
+# Import names of the host side and of the [build] extra's packages that a device install
+# (numpy, click, one runtime) lacks; any one missing makes the host commands unavailable.
+HOST_MODULES = ("edgekit.converters", "onnx", "onnxruntime", "PIL", "tqdm", "flatbuffers",
+                "platformdirs", "filelock")
+
+
+def host_missing() -> list[str]:
+    """The host modules not installed here (found without importing them)."""
+    missing = []
+    for name in HOST_MODULES:
+        try:
+            found = find_spec(name) is not None
+        except (ImportError, ValueError):  # a broken install counts as missing
+            found = False
+        if not found:
+            missing.append(name)
+    return missing

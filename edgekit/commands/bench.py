@@ -14,30 +14,8 @@ from typing import Any
 import click
 import numpy as np
 
+from edgekit.commands.params import BATCH_SIZES, THREADS_OR_AUTO
 from edgekit.errors import UserError
-
-
-def parse_threads(text: str) -> list[int | str]:
-    values: list[int | str] = []
-    for part in (p.strip() for p in text.split(",")):
-        if part == "auto":
-            values.append("auto")
-        elif part.isdigit() and int(part) > 0:
-            values.append(int(part))
-        else:
-            raise UserError(f"--threads expects counts >= 1 and/or 'auto' separated by commas "
-                            f"(e.g. 1,2,4,auto); got {part!r} in {text!r}")
-    return values
-
-
-def parse_batches(text: str) -> list[int]:
-    values = []
-    for part in (p.strip() for p in text.split(",")):
-        if not (part.isdigit() and int(part) > 0):
-            raise UserError(f"--batch expects sizes >= 1 separated by commas (e.g. 1,4); "
-                            f"got {part!r} in {text!r}")
-        values.append(int(part))
-    return values
 
 
 def bench_feeds(model: Any, batch: int) -> dict[str, np.ndarray]:
@@ -116,9 +94,9 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 @click.command(name="bench")
 @click.argument("artifact", type=click.Path(dir_okay=False))
-@click.option("--threads", "threads_text", default="1,auto", show_default=True,
+@click.option("--threads", "threads", default="1,auto", show_default=True, type=THREADS_OR_AUTO,
               help="Thread counts and/or 'auto', comma separated (e.g. 1,2,4,auto).")
-@click.option("--batch", "batch_text", default="1", show_default=True,
+@click.option("--batch", "batches", default="1", show_default=True, type=BATCH_SIZES,
               help="Batch sizes, comma separated (e.g. 1,4).")
 @click.option("--duration", default=10.0, show_default=True, type=click.FloatRange(0.0),
               help="Seconds of timed runs per configuration.")
@@ -131,15 +109,13 @@ def table(rows: list[dict[str, Any]]) -> str:
               help="Tuner policy for 'auto'.")
 @click.option("--backend", help="Force a runtime (onnxruntime, litert, tflite-runtime).")
 @click.option("--json", "as_json", is_flag=True, help="Rows as JSON.")
-def command(artifact: str, threads_text: str, batch_text: str, duration: float, runs: int,
-            warmup: int, policy: str, backend: str | None, as_json: bool) -> None:
+def command(artifact: str, threads: list[int | str], batches: list[int], duration: float,
+            runs: int, warmup: int, policy: str, backend: str | None, as_json: bool) -> None:
     """Benchmark ARTIFACT: per thread count and batch size, latency percentiles of
     Model.predict, throughput, peak memory and the profile's energy estimate."""
     from edgekit.artifact import read_artifact
     from edgekit.stats import usable_cpus
 
-    threads = parse_threads(threads_text)
-    batches = parse_batches(batch_text)
     spec = read_artifact(artifact).spec
     fixed = spec.inputs[0].shape[0] if spec.inputs else None
     rows = []

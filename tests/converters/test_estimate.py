@@ -193,33 +193,6 @@ def test_cost_model_is_monotone_in_threads_and_macs() -> None:
     assert est.variants["int8"].latency_s[4] < v.latency_s[4]
 
 
-def test_estimate_command_on_onnx_and_on_a_built_artifact(tmp_path: Path) -> None:
-    params = sum(int(np.prod(i.dims)) for i in onnx.load(str(DIGITS)).graph.initializer
-                 if i.data_type == TensorProto.FLOAT)
-    result = CliRunner().invoke(cli, ["estimate", "--target", "rpi4", str(DIGITS)])
-    assert result.exit_code == 0, result.output
-    for label in ("parameters", "MACs (conv+gemm)", "weight memory", "peak activations",
-                  "RAM (load + run)", "latency, 1 thread", "latency, 4 threads",
-                  "energy/inf, 4 threads", "float32", "int8"):
-        assert label in result.output
-    assert f"{params / 1e3:.2f} k" in result.output
-
-    from edgekit.artifact import write_artifact
-
-    artifact = tmp_path / "digits.edgekit"
-    profile = load_profile("rpi4")  # the least manifest a device accepts (Manifest.from_dict)
-    manifest = {"target": {"name": profile.name, "sha256": profile.sha256,
-                           "profile": profile.to_dict()},
-                "inputs": [], "outputs": [], "models": [{"format": "onnx", "path": "model.onnx"}]}
-    write_artifact(artifact, manifest, {"model.onnx": DIGITS.read_bytes()})
-    result = CliRunner().invoke(cli, ["estimate", "-t", "rpi4", "--threads", "2",
-                                      "--json", str(artifact)])
-    assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
-    assert data["threads"] == [2] and data["target"] == "rpi4"
-    assert data["variants"]["float32"]["params"] == params
-
-
 def test_estimate_errors_name_what_was_expected(tmp_path: Path) -> None:
     missing = CliRunner().invoke(cli, ["estimate", str(tmp_path / "nope.onnx")],
                                  standalone_mode=False)

@@ -9,10 +9,6 @@ import zipfile
 
 import pytest
 
-from edgekit.cli import main
-
-from ..conftest import DIGITS_NPZ, DIGITS_ONNX
-
 
 def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "edgekit.cli", *args], capture_output=True,
@@ -25,36 +21,6 @@ def test_targets_lists_the_boards():
     for name in ("rpi4", "rpi5", "rpi3", "rpi-zero2w", "generic-aarch64", "host"):
         assert name in proc.stdout
     assert "cortex-a72" in proc.stdout
-
-
-def test_build_inspect_verify(tmp_path):
-    out = tmp_path / "d.edgekit"
-    proc = run("build", "--target", "host", str(DIGITS_ONNX), "--calib", str(DIGITS_NPZ),
-               "-o", str(out), "--format", "onnx", "-q")
-    assert proc.returncode == 0, proc.stderr
-    assert "smaller" in proc.stdout and "accuracy" in proc.stdout
-    proc = run("inspect", str(out))
-    assert proc.returncode == 0 and "quantization" in proc.stdout and "image" in proc.stdout
-    assert json.loads(run("inspect", "--json", str(out)).stdout)["target"]["name"] == "host"
-    proc = run("verify", str(out))
-    assert proc.returncode == 0 and "PASS" in proc.stdout
-
-
-def test_unknown_target_exit_2(tmp_path):
-    proc = run("build", "--target", "nope", str(DIGITS_ONNX), "--calib", str(DIGITS_NPZ))
-    assert proc.returncode == 2
-    assert "unknown target 'nope'" in proc.stderr and "rpi4" in proc.stderr
-
-
-def test_missing_target_names_allowed():
-    assert main(["build", str(DIGITS_ONNX), "--calib", str(DIGITS_NPZ)]) == 2
-
-
-def test_missing_calibration_exit_2(tmp_path, capsys):
-    code = main(["build", "--target", "host", str(DIGITS_ONNX), "-o", str(tmp_path / "a.edgekit")])
-    assert code == 2
-    assert "--calib" in capsys.readouterr().err
-    assert list(tmp_path.iterdir()) == []
 
 
 def test_verify_fails_on_tampered_test_vectors(digits_onnx_artifact, tmp_path):
@@ -89,3 +55,49 @@ def test_verify_fails_on_tampered_test_vectors(digits_onnx_artifact, tmp_path):
 def test_missing_artifact_exit_2(args):
     proc = run(*args)
     assert proc.returncode == 2 and "no such artifact" in proc.stderr
+
+
+def test_every_command_in_the_tables_is_a_module_with_that_command():
+    import importlib
+
+    from edgekit.commands import DEVICE_COMMANDS, HOST_COMMANDS
+
+    assert set(DEVICE_COMMANDS) == {"run", "bench", "verify", "inspect", "doctor", "targets"}
+    assert set(HOST_COMMANDS) == {"build", "estimate", "calibrate-host", "emulate"}
+    for name, path in DEVICE_COMMANDS.items():
+        assert path.startswith("edgekit.commands.") and not path.startswith("edgekit.converters")
+        assert importlib.import_module(path).command.name == name
+    for name, path in HOST_COMMANDS.items():
+        assert path.startswith("edgekit.converters.commands.")
+        assert importlib.import_module(path).command.name == name
+
+
+def test_a_device_command_imports_nothing_of_the_host_side():
+    code = ("import sys; from edgekit.cli import main; code = main(['targets']); "
+            "host = sorted(m for m in sys.modules if m.startswith('edgekit.converters') "
+            "or m.split('.')[0] in ('onnx', 'torch', 'PIL', 'filelock', 'platformdirs')); "
+            "print('HOST', host); sys.exit(code)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "HOST []" in proc.stdout, proc.stdout
+
+
+def test_host_commands_without_the_host_tools_are_user_errors_naming_the_extra(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """As on a device install (the real one: tests/test_device_install.py)."""
+    from edgekit import cli as cli_module
+    from edgekit.cli import main
+
+    monkeypatch.setattr(cli_module, "host_missing", lambda: ["onnx", "platformdirs"])
+    for args in (["build", "m.onnx", "--target", "rpi4", "--calib", "x"], ["estimate", "--help"],
+                 ["emulate"], ["calibrate-host", "--show"]):
+        assert main(args) == 2, args
+        err = capsys.readouterr().err
+        assert f"`edgekit {args[0]}` runs on the host" in err
+        assert 'pip install "edgekit[build]"' in err and "missing: onnx, platformdirs" in err
+    assert main(["--help"]) == 0
+    listing = capsys.readouterr().out
+    build_line = next(line for line in listing.splitlines() if line.strip().startswith("build"))
+    assert "host-only" in build_line and "edgekit[build]" in build_line
+    run_line = next(line for line in listing.splitlines() if line.strip().startswith("run "))
+    assert "host-only" not in run_line

@@ -260,15 +260,14 @@ def test_warns_when_built_for_another_board(tmp_path: Path,
 
 @pytest.fixture(scope="module")
 def rpi4_sysroot():  # noqa: ANN201
-    """The cached arm64 sysroot (shared with tests/edgekit/emulation)."""
+    """The cached arm64 sysroot (shared with tests/converters/emulation)."""
     if shutil.which("qemu-aarch64-static") is None:
         message = "qemu-aarch64-static is not installed (apt-get install qemu-user-static)"
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"{message}: CI must run the emulated suite, not skip it")
         pytest.skip(message)
+    from edgekit.converters.emulation import CpuSpec, ensure_sysroot, recipe_for
     from edgekit.targets import load_profile
-
-    from edgekit.emulation import CpuSpec, ensure_sysroot, recipe_for
 
     profile = load_profile("rpi4")
     return ensure_sysroot(recipe_for(profile)), CpuSpec.from_profile(profile)
@@ -278,7 +277,7 @@ def rpi4_sysroot():  # noqa: ANN201
 @pytest.mark.parametrize("backend", ["litert", "onnxruntime"])
 def test_main_loop_under_the_rpi4_emulation(backend: str, rpi4_sysroot, tmp_path: Path
                                             ) -> None:  # noqa: ANN001
-    from edgekit.emulation import run_python
+    from edgekit.converters.emulation import run_python
 
     sysroot, cpu = rpi4_sysroot
     images = [str(SAMPLES / "3_0021.png"), str(SAMPLES / "7_0010.png")]

@@ -23,9 +23,10 @@ def command(artifact: str, target: str, runs: int, timeout: float, rebuild_sysro
             as_json: bool, quiet: bool) -> None:
     """Run ARTIFACT's test vectors on TARGET's CPU model under QEMU (arm64 sysroot built
     once and cached), then time a few emulated runs. Exits 2 when verification fails."""
-    from edgekit.emulation import emulate, prepare
-    from edgekit.errors import VerificationError
+    from edgekit.converters.emulation import emulate, prepare
     from edgekit.targets import load_profile
+
+    from edgekit.errors import VerificationError
 
     def progress(message: str) -> None:
         if not quiet:

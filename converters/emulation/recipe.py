@@ -14,11 +14,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgekit.errors import TargetError, UserError
+from edgekit.converters.cache import user_cache_dir
+
+from edgekit.errors import TargetError
 
 # Bump when the builder's output changes for the same inputs (layout, fix-ups, extraction):
 # it is part of the cache key, so old sysroots are simply not reused.
-BUILDER_VERSION = 1
+# 2: wheels installed by pip from the hash-pinned lock file (was: unzipped by hand).
+BUILDER_VERSION = 2
 
 DEBIAN_SUITE = "bookworm"  # Debian 12: python3.11, glibc 2.36
 DEBIAN_PYTHON = "3.11"
@@ -35,7 +38,9 @@ DEBIAN_PACKAGES = ("python3.11", "libstdc++6", "libgcc-s1")
 
 # Wheels, pinned so that the cache key names exact versions (mirrors this project's host
 # set-up: numpy 2.4, onnxruntime 1.32, ai-edge-litert 2.3). Keyed by the pip name a
-# profile lists under [emulation] runtimes.
+# profile lists under [emulation] runtimes. WHEEL_LOCK holds these with their dependency
+# closure and sha256 hashes: what pip really installs (a test keeps the two in step).
+WHEEL_LOCK = Path(__file__).with_name("sysroot-wheels.txt")
 WHEEL_PINS: dict[str, str] = {
     "numpy": "numpy==2.4.6",
     "onnxruntime": "onnxruntime==1.32.0",
@@ -58,6 +63,7 @@ class Recipe:
     debian_packages: tuple[str, ...]
     wheels: tuple[str, ...]
     wheel_platforms: tuple[str, ...]
+    wheel_lock_sha256: str = ""  # the lock file's content is part of the key
     builder_version: int = BUILDER_VERSION
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -120,15 +126,14 @@ def recipe_for(profile: Any) -> Recipe:
         debian_packages=DEBIAN_PACKAGES,
         wheels=wheels,
         wheel_platforms=platforms,
+        wheel_lock_sha256=hashlib.sha256(WHEEL_LOCK.read_bytes()).hexdigest(),
     )
 
 
 def cache_root() -> Path:
-    """``$EDGEKIT_SYSROOT_CACHE``, else ``$XDG_CACHE_HOME/edgekit/sysroot`` (~/.cache)."""
+    """``$EDGEKIT_SYSROOT_CACHE``, else the user cache folder's ``sysroot`` (on Linux
+    ``$XDG_CACHE_HOME/edgekit/sysroot``, default ``~/.cache/edgekit/sysroot``)."""
     explicit = os.environ.get("EDGEKIT_SYSROOT_CACHE")
     if explicit:
         return Path(explicit).expanduser().resolve()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    if not os.path.isabs(base):
-        raise UserError(f"XDG_CACHE_HOME must be an absolute path, got {base!r}")
-    return Path(base) / "edgekit" / "sysroot"
+    return user_cache_dir() / "sysroot"

@@ -3,7 +3,7 @@
     edgekit estimate --target rpi4 model.onnx
     edgekit estimate --target host model.edgekit --threads 1,2 --json
 
-Host-side (reads the ONNX graph with onnx); the converters are imported inside the command.
+Host only (reads the ONNX graph with onnx); the converters are imported inside the command.
 """
 
 from __future__ import annotations
@@ -12,30 +12,19 @@ import json
 
 import click
 
-from edgekit.errors import UserError
-
-
-def _threads(value: str | None) -> list[int] | None:
-    if not value:
-        return None
-    try:
-        counts = sorted({int(v) for v in value.split(",") if v.strip()})
-    except ValueError:
-        raise UserError(f"--threads expects comma-separated counts like 1,4; got {value!r}") from None
-    if not counts or counts[0] < 1:
-        raise UserError(f"--threads expects counts >= 1, got {value!r}")
-    return counts
+from edgekit.commands.params import THREAD_COUNTS
 
 
 @click.command(name="estimate")
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("--target", "-t", default="rpi4", show_default=True,
               help="Target profile name or .toml path (see `edgekit targets`).")
-@click.option("--threads", help="Comma-separated thread counts (default: 1 and the profile's).")
+@click.option("--threads", type=THREAD_COUNTS,
+              help="Comma-separated thread counts (default: 1 and the profile's).")
 @click.option("--no-calibrate", is_flag=True,
               help="host target: fail instead of running the micro-benchmark when uncalibrated.")
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
-def command(model: str, target: str, threads: str | None, no_calibrate: bool,
+def command(model: str, target: str, threads: list[int] | None, no_calibrate: bool,
             as_json: bool) -> None:
     """Estimate MODEL (.onnx, or a built .edgekit) on a target: float32 and int8."""
     from edgekit.converters.estimate import estimate
@@ -44,7 +33,7 @@ def command(model: str, target: str, threads: str | None, no_calibrate: bool,
     if target == "host" and not no_calibrate and not is_cached():
         click.echo("host is not calibrated yet: measuring it first (about half a minute; "
                    "`edgekit calibrate-host` does this on its own)", err=True)
-    est = estimate(model, target, threads=_threads(threads), calibrate=not no_calibrate)
+    est = estimate(model, target, threads=sorted(set(threads)) if threads else None, calibrate=not no_calibrate)
     if as_json:
         click.echo(json.dumps(est.to_dict(), indent=2))
     else:

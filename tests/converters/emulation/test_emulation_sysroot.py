@@ -7,12 +7,18 @@ import os
 from pathlib import Path
 
 import pytest
+from edgekit.converters.emulation import CpuSpec, ensure_sysroot, prepare, probe, recipe_for
+from edgekit.converters.emulation import recipe as recipe_module
+from edgekit.converters.emulation.apt import debian_mirrors
+from edgekit.converters.emulation.builder import PTH_NAME, project_sources, source_hash
+from edgekit.converters.emulation.recipe import (
+    SITE_PACKAGES,
+    WHEEL_LOCK,
+    WHEEL_PINS,
+    cache_root,
+)
 from edgekit.targets import load_profile, profile_from_dict
 
-from edgekit.emulation import CpuSpec, ensure_sysroot, prepare, probe, recipe_for
-from edgekit.emulation.apt import debian_mirrors
-from edgekit.emulation.builder import PTH_NAME, project_sources, source_hash
-from edgekit.emulation.recipe import SITE_PACKAGES
 from edgekit.errors import TargetError, UserError
 
 # -- recipe and host-side pieces (no emulation) -------------------------------------------
@@ -26,6 +32,30 @@ def test_one_sysroot_serves_every_aarch64_board_and_the_key_tracks_its_content()
     fewer_tags = dataclasses.replace(rpi4, wheel_platforms=rpi4.wheel_platforms[:1])
     other_pkgs = dataclasses.replace(rpi4, debian_packages=(*rpi4.debian_packages, "libgomp1"))
     assert len({rpi4.key(), fewer_tags.key(), other_pkgs.key()}) == 3
+
+
+def test_the_wheel_lock_pins_every_runtime_by_hash_and_its_content_is_in_the_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = [line.split() for line in WHEEL_LOCK.read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    pinned = {words[0] for words in lines}
+    assert set(WHEEL_PINS.values()) <= pinned
+    assert all(len(words) == 2 and words[1].startswith("--hash=sha256:")
+               and len(words[1]) == len("--hash=sha256:") + 64 for words in lines), lines
+    before = recipe_for(load_profile("rpi4")).key()
+    edited = tmp_path / "sysroot-wheels.txt"
+    edited.write_text(WHEEL_LOCK.read_text().replace("numpy==2.4.6", "numpy==2.4.5"))
+    monkeypatch.setattr(recipe_module, "WHEEL_LOCK", edited)
+    assert recipe_for(load_profile("rpi4")).key() != before
+
+
+def test_the_cache_follows_the_override_else_the_user_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EDGEKIT_SYSROOT_CACHE", str(tmp_path / "mine"))
+    assert cache_root() == tmp_path / "mine"
+    monkeypatch.delenv("EDGEKIT_SYSROOT_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_root() == tmp_path / "xdg" / "edgekit" / "sysroot"
 
 
 def test_a_native_target_has_no_emulation() -> None:
@@ -81,6 +111,9 @@ def test_sysroot_is_built_once_and_reused(sysroot) -> None:  # noqa: ANN001
     assert info["key"] == sysroot.path.name == sysroot.recipe.key()
     assert any(w.startswith("onnxruntime-1.32.0-cp311") and "aarch64" in w for w in info["wheels"])
     assert any(w.startswith("ai_edge_litert-2.3.0-cp311") for w in info["wheels"])
+    site = sysroot.root / SITE_PACKAGES  # pip --target installed the locked closure there
+    for dist in ("numpy-2.4.6", "onnxruntime-1.32.0", "ai_edge_litert-2.3.0", "protobuf-"):
+        assert any(site.glob(f"{dist}*.dist-info")), dist
     assert any(d.startswith("python3.11_") and d.endswith("_arm64.deb") for d in info["debs"])
     again = ensure_sysroot(sysroot.recipe)
     assert again.path == sysroot.path and again.info["built"] == info["built"]
@@ -93,8 +126,12 @@ def test_sysroot_is_built_once_and_reused(sysroot) -> None:  # noqa: ANN001
 
 
 @pytest.mark.emulated
-def test_project_layer_is_this_source_without_the_converters(sysroot) -> None:  # noqa: ANN001
+def test_project_layer_is_the_device_package_only(sysroot) -> None:  # noqa: ANN001
     files = project_sources()
+    names = {rel for rel, _ in files}
+    assert {"edgekit/__init__.py", "edgekit/model.py", "edgekit/targets/rpi4.toml"} <= names
+    assert not any(rel.startswith(("edgekit/converters/", "edgekit/emulation/"))
+                   or rel.endswith("/guest.py") for rel in names), sorted(names)
     pth = (sysroot.root / SITE_PACKAGES / PTH_NAME).read_text().strip()
     assert pth == f"/opt/edgekit/{source_hash(files)}"
     layer = sysroot.root / pth.lstrip("/")
@@ -102,6 +139,7 @@ def test_project_layer_is_this_source_without_the_converters(sysroot) -> None:  
         assert (layer / rel).read_bytes() == host.read_bytes(), rel
     assert (layer / "edgekit" / "targets" / "rpi4.toml").is_file()
     assert not (layer / "edgekit" / "converters").exists()
+    assert not (layer / "edgekit" / "emulation").exists()
 
 
 @pytest.mark.emulated

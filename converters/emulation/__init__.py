@@ -1,9 +1,10 @@
 """Emulated targets: run artifacts on a board's own CPU model under QEMU user-mode emulation.
 
-Host side, stdlib only (the guest side, ``guest.py``, runs inside the emulator)::
+Host side: stdlib plus filelock and platformdirs (the guest side, ``guest.py``, runs inside
+the emulator as a script, importing only the device package)::
 
     from edgekit.targets import load_profile
-    from edgekit.emulation import emulate
+    from edgekit.converters.emulation import emulate
     result = emulate("net.edgekit", load_profile("rpi4"))
     print("\\n".join(result.lines())); assert result.passed
 
@@ -14,10 +15,16 @@ target's CPU, ``session`` ties them together for ``edgekit emulate``.
 
 from __future__ import annotations
 
-from edgekit.emulation.builder import Sysroot, ensure_sysroot
-from edgekit.emulation.recipe import Recipe, cache_root, recipe_for
-from edgekit.emulation.runner import CpuSpec, run_guest, run_python
-from edgekit.emulation.session import TIMING_LABEL, EmulationResult, emulate, prepare, probe
+from edgekit.converters.emulation.builder import Sysroot, ensure_sysroot
+from edgekit.converters.emulation.recipe import Recipe, cache_root, recipe_for
+from edgekit.converters.emulation.runner import CpuSpec, run_guest, run_python
+from edgekit.converters.emulation.session import (
+    TIMING_LABEL,
+    EmulationResult,
+    emulate,
+    prepare,
+    probe,
+)
 
 __all__ = [
     "TIMING_LABEL",

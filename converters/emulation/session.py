@@ -9,9 +9,10 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgekit.emulation.builder import Progress, Sysroot, ensure_sysroot
-from edgekit.emulation.recipe import recipe_for
-from edgekit.emulation.runner import CpuSpec, qemu_binary, run_guest
+from edgekit.converters.emulation.builder import Progress, Sysroot, ensure_sysroot
+from edgekit.converters.emulation.recipe import recipe_for
+from edgekit.converters.emulation.runner import CpuSpec, qemu_binary, run_guest
+
 from edgekit.errors import ArtifactError
 
 TIMING_LABEL = "emulated, not a prediction of board speed"

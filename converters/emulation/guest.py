@@ -1,4 +1,5 @@
-"""Runs *inside* the emulator (``python3.11 -I -m edgekit.emulation.guest ...``).
+"""Runs *inside* the emulator (``python3.11 -I <host path>/guest.py ...``), as a script: the
+sysroot holds the device package (``edgekit``) only, never this host package.
 
 Commands (each prints one ``EDGEKIT-EMULATE-RESULT <json>`` line on stdout):
 
@@ -121,7 +122,7 @@ def verify(path: str, runs: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="edgekit.emulation.guest")
+    parser = argparse.ArgumentParser(prog="guest.py")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("probe")
     ver = sub.add_parser("verify")

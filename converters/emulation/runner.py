@@ -28,10 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgekit.emulation.builder import Sysroot
+from edgekit.converters.emulation.builder import Sysroot
+
 from edgekit.errors import InternalError, UserError
 
 RESULT_MARK = "EDGEKIT-EMULATE-RESULT "
+GUEST_SCRIPT = Path(__file__).resolve().with_name("guest.py")
 # Pi OS reports cpuinfo lines like this (Cortex-A72: variant 0x0, revision 3).
 _FEATURES_V80 = "fp asimd evtstrm crc32 cpuid"
 
@@ -149,9 +151,12 @@ def run_python(sysroot: Sysroot, cpu: CpuSpec, args: list[str], timeout: float =
 
 def run_guest(sysroot: Sysroot, cpu: CpuSpec, command: str, *args: str,
               timeout: float = 1800.0) -> dict[str, Any]:
-    """Run ``edgekit.emulation.guest <command> ...`` inside; return the JSON it reports."""
-    proc = run_python(sysroot, cpu, ["-m", "edgekit.emulation.guest", command, *args],
-                      timeout=timeout)
+    """Run ``guest.py <command> ...`` inside; return the JSON it reports.
+
+    The sysroot holds the device package only: the guest script is read from its host path
+    (QEMU's ``-L`` falls back to the host's files, as for the artifact), and ``-I`` keeps
+    its folder off ``sys.path``, so inside it imports nothing but ``edgekit``'s device code."""
+    proc = run_python(sysroot, cpu, [str(GUEST_SCRIPT), command, *args], timeout=timeout)
     for line in proc.stdout.splitlines():
         if line.startswith(RESULT_MARK):
             return json.loads(line[len(RESULT_MARK):])

@@ -6,24 +6,29 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from edgekit.converters.emulation import TIMING_LABEL, emulate
 from edgekit.targets import load_profile
 
 from edgekit.artifact import encode_test_vectors, read_artifact, write_artifact
 from edgekit.backends import backends_for
 from edgekit.cli import main
-from edgekit.emulation import TIMING_LABEL, emulate
 
 pytestmark = pytest.mark.emulated
 SHIPPED = Path(__file__).resolve().parents[3] / "examples" / "raspberrypi" / "digits.rpi4.edgekit"
 
+BOTH = {"tflite", "onnx"}
+
+
 def expected_formats(path: Path, target: str) -> set[str]:
     """Formats in the artifact that this edgekit has a backend for and the target's sysroot
-    has the runtime of: each must be verified, not skipped (LiteRT joins once it exists)."""
+    has the runtime of: each must be verified, not skipped. Never empty: a test comparing
+    against an empty set would pass without verifying anything."""
     runtimes = set(load_profile(target).emulation.runtimes)
     formats = set()
     for entry in read_artifact(path).manifest["models"]:
         if any(cls.package in runtimes for cls in backends_for(entry["format"])):
             formats.add(entry["format"])
+    assert formats, f"{path}: no format of this artifact has a runtime in {target}'s sysroot"
     return formats
 
 
@@ -50,8 +55,9 @@ def test_digits_pass_on_the_pi4_cortex_a72(sysroot, digits_artifact: Path) -> No
     assert result.cpu.model == "cortex-a72" and result.guest["cpuinfo"]["part"] == "0xd08"
     assert not result.guest["hwcap"]["asimddp"]
     formats = {f["format"]: f for f in result.guest["report"]["formats"] if not f["skipped"]}
-    assert expected_formats(digits_artifact, "rpi4") <= set(formats), text
+    assert expected_formats(digits_artifact, "rpi4") == set(formats) == BOTH, text
     count = read_artifact(digits_artifact).manifest["test_vectors"]["count"]
+    assert count > 0
     for report in formats.values():
         assert report["passed"] and len(report["steps"]) == count
         assert all(step <= 1.001 for vector in report["steps"] for step in vector.values())
@@ -65,9 +71,12 @@ def test_digits_pass_on_the_zero2w_cortex_a53_from_the_cli(
     out = capsys.readouterr().out
     assert code == 0, out
     assert "cortex-a53" in out and "part 0xd03" in out and "-asimddp" in out
-    for fmt in expected_formats(zero2w_artifact, "rpi-zero2w"):
-        assert f"{fmt} on " in out and "PASS" in out
-    assert "note:" not in out or "built for" not in out  # built for the board it runs on
+    expected = expected_formats(zero2w_artifact, "rpi-zero2w")
+    assert expected == {"tflite"}  # by default a build ships the profile's preferred format only
+    for fmt in expected:
+        assert any(f"{fmt} on " in line and "PASS" in line for line in out.splitlines()), out
+    assert "emulate PASS" in out
+    assert "artifact was built for" not in out  # built for the board it runs on: no note
 
 
 def test_tampered_test_vectors_fail_with_a_clear_report(
@@ -81,14 +90,16 @@ def test_tampered_test_vectors_fail_with_a_clear_report(
     assert code == 2, captured.out + captured.err
     assert "emulated verification on rpi4 (cortex-a72) failed" in captured.err
     lines = captured.out.splitlines()
-    assert any("onnx on onnxruntime" in line and "FAIL" in line for line in lines), captured.out
+    for runtime in ("onnx on onnxruntime", "tflite on litert"):
+        assert any(runtime in line and "FAIL" in line for line in lines), captured.out
+
     def steps(index: int) -> list[float]:  # one figure per verified format
         found = [line for line in lines if line.strip().startswith(f"vector {index}:")]
         return [float(line.split("(")[1].split(" steps")[0]) for line in found]
 
-    # the 10 steps we added, measured in each format's own quantization step
-    assert steps(1) and all(9.0 <= s <= 11.0 for s in steps(1)), captured.out
-    assert steps(0) and all(s <= 1.001 for s in steps(0)), captured.out  # untouched vectors pass
+    # the 10 steps we added, measured in each format's own quantization step (both formats)
+    assert len(steps(1)) == 2 and all(9.0 <= s <= 11.0 for s in steps(1)), captured.out
+    assert len(steps(0)) == 2 and all(s <= 1.001 for s in steps(0)), captured.out  # untouched
     assert "emulate FAIL" in captured.out and "timing" not in captured.out
 
 
@@ -99,8 +110,8 @@ def test_a_mobilenetv2_size_artifact_passes_on_the_pi4(sysroot, mobilenetv2_arti
     text = "\n".join(result.lines())
     assert result.passed, text
     verified = {f["format"] for f in result.guest["report"]["formats"] if not f["skipped"]}
-    assert expected_formats(mobilenetv2_artifact, "rpi4") <= verified, text
-    assert result.guest["report"]["formats"][0]["steps"]  # vectors really compared
+    assert expected_formats(mobilenetv2_artifact, "rpi4") == verified == BOTH, text
+    assert all(f["steps"] for f in result.guest["report"]["formats"])  # vectors really compared
 
 
 def test_the_shipped_example_passes_on_litert_and_onnxruntime_on_a53(sysroot) -> None:  # noqa: ANN001

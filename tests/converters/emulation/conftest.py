@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from edgekit.converters.emulation import Sysroot, ensure_sysroot, recipe_for
 from edgekit.targets import load_profile
-
-from edgekit.emulation import Sysroot, ensure_sysroot, recipe_for
 
 QEMU = "qemu-aarch64-static"
 
@@ -35,7 +34,7 @@ def sysroot() -> Sysroot:
 
 @pytest.fixture(scope="session")
 def zero2w_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The committed digits CNN built for the Pi Zero 2 W with its profile's formats."""
+    """The committed digits CNN built for the Pi Zero 2 W with the profile's preferred format."""
     from edgekit.converters import build
 
     from tests.conftest import DIGITS_NPZ, DIGITS_ONNX

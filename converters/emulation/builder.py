@@ -17,8 +17,6 @@ atomically, so a run already going keeps the layer it started with.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -27,13 +25,14 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgekit.emulation.apt import PrivateApt, extract
-from edgekit.emulation.recipe import SITE_PACKAGES, Recipe, cache_root
+from edgekit.converters.emulation.apt import PrivateApt, extract
+from edgekit.converters.emulation.recipe import SITE_PACKAGES, WHEEL_LOCK, Recipe, cache_root
+from filelock import FileLock
+
 from edgekit.errors import InternalError, UserError
 
 Progress = Callable[[str], None]
@@ -65,23 +64,13 @@ class Sysroot:
         return json.loads((self.path / "sysroot.json").read_text())
 
 
-@contextlib.contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def ensure_sysroot(recipe: Recipe, progress: Progress = _quiet, rebuild: bool = False) -> Sysroot:
     """The cached sysroot for ``recipe``, built first if missing, with the project layer
     matching the edgekit source this process imports."""
     cache = cache_root()
     final = cache / recipe.key()
-    with _locked(cache / f".lock-{recipe.key()}"):
+    cache.mkdir(parents=True, exist_ok=True)
+    with FileLock(cache / f".lock-{recipe.key()}"):
         if rebuild and final.exists():
             progress(f"removing cached sysroot {final}")
             shutil.rmtree(final)
@@ -114,9 +103,9 @@ def _build(recipe: Recipe, cache: Path, final: Path, progress: Progress) -> None
         _fix_absolute_symlinks(root)
         if not (root / "usr" / "bin" / f"python{recipe.python_version}").is_file():
             raise InternalError(f"the unpacked sysroot has no usr/bin/python{recipe.python_version}")
-        step(f"4/4 downloading and unpacking wheels: {' '.join(recipe.wheels)}")
-        wheels = _install_wheels(recipe, root, tmp / "wheels")
-        shutil.rmtree(tmp / "wheels", ignore_errors=True)
+        step(f"4/4 pip install --target of {WHEEL_LOCK.name}: {' '.join(recipe.wheels)} "
+             "and their dependencies")
+        wheels = _install_wheels(recipe, root)
         info = {
             "recipe": recipe.to_dict(),
             "key": recipe.key(),
@@ -155,51 +144,26 @@ def _fix_absolute_symlinks(root: Path) -> None:
                     link.symlink_to(relative)
 
 
-def _pip(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True,
-                          env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1"))
-
-
-def _install_wheels(recipe: Recipe, root: Path, download: Path) -> list[str]:
-    """``pip download`` the aarch64 wheels (every accepted platform tag listed: pip does not
-    infer older manylinux tags for a foreign platform), then unzip them into site-packages."""
+def _install_wheels(recipe: Recipe, root: Path) -> list[str]:
+    """pip-install the hash-pinned lock into the sysroot's site-packages for the target's
+    platform (every accepted tag listed: pip does not infer older manylinux tags for a
+    foreign platform). Nothing runs under emulation: pip only unpacks wheels."""
+    site = root / SITE_PACKAGES
     platforms = [arg for tag in recipe.wheel_platforms for arg in ("--platform", tag)]
-    proc = _pip("download", "--only-binary=:all:", *platforms,
-                "--python-version", recipe.python_version, "--implementation", "cp",
-                "--abi", recipe.python_abi, "--dest", str(download), *recipe.wheels)
+    argv = [sys.executable, "-m", "pip", "install", "--require-hashes", "--only-binary=:all:",
+            *platforms, "--python-version", recipe.python_version, "--implementation", "cp",
+            "--abi", recipe.python_abi, "--target", str(site), "--no-compile",
+            "--report", str(root.parent / "pip-report.json"), "-r", str(WHEEL_LOCK)]
+    proc = subprocess.run(argv, capture_output=True, text=True,
+                          env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1"))
     if proc.returncode != 0:
         raise UserError(
-            f"pip download of {' '.join(recipe.wheels)} for {', '.join(recipe.wheel_platforms)} "
+            f"pip install of {WHEEL_LOCK.name} for {', '.join(recipe.wheel_platforms)} "
             f"failed (exit {proc.returncode}):\n{proc.stderr.strip()[-3000:]}"
         )
-    site = root / SITE_PACKAGES
-    site.mkdir(parents=True, exist_ok=True)
-    names = sorted(p.name for p in download.glob("*.whl"))
-    for name in names:
-        _unpack_wheel(download / name, site)
-    return names
-
-
-def _unpack_wheel(wheel: Path, site: Path) -> None:
-    """Install a wheel by unzipping it: purelib/platlib data go to site-packages, scripts
-    and headers are not needed in the sysroot."""
-    with zipfile.ZipFile(wheel) as archive:
-        for member in archive.infolist():
-            parts = member.filename.split("/")
-            if parts[0].endswith(".data"):
-                if len(parts) < 3 or parts[1] not in ("purelib", "platlib"):
-                    continue
-                parts = parts[2:]
-            dest = site.joinpath(*parts)
-            if member.is_dir():
-                dest.mkdir(parents=True, exist_ok=True)
-                continue
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(member) as src, open(dest, "wb") as out:
-                shutil.copyfileobj(src, out)
-            mode = (member.external_attr >> 16) & 0o777
-            if mode:
-                os.chmod(dest, mode)
+    shutil.rmtree(site / "bin", ignore_errors=True)  # console scripts: nothing runs them
+    report = json.loads((root.parent / "pip-report.json").read_text())
+    return sorted(Path(item["download_info"]["url"]).name for item in report["install"])
 
 
 # -- the project layer ------------------------------------------------------------------
@@ -207,8 +171,9 @@ def _unpack_wheel(wheel: Path, site: Path) -> None:
 def project_sources() -> list[tuple[str, Path]]:
     """(path inside the layer, host file) for edgekit and edgekit.targets, as imported here
     (an editable checkout or an installed package alike); never the converters."""
-    import edgekit
     import edgekit.targets
+
+    import edgekit
 
     pkg = Path(edgekit.__file__).resolve().parent
     targets = Path(edgekit.targets.__file__).resolve().parent

@@ -1,0 +1,96 @@
+"""Option types shared by the commands: comma-separated lists and ``x``-joined sizes.
+
+One parser for every ``--threads 1,2,auto``, ``--batch 1,4``, ``--mean 0.5,0.5,0.5``,
+``--input-names a,b``, ``--size 224x224`` and ``--input-shape 1x3x224x224,1x10``: a bad
+item is a click usage error (exit 2) that names the option, what it expects and what came.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+
+def _option_name(param: click.Parameter | None) -> str:
+    if param is None:
+        return "the value"
+    opts = getattr(param, "opts", None) or [param.name or "value"]
+    return max(opts, key=len)  # the long form: --threads rather than -t
+
+
+class CommaList(click.ParamType):
+    """``"1,2,auto"`` -> ``[1, 2, "auto"]``: each item converted by ``item`` (a click type),
+    words in ``keywords`` kept as strings. ``what`` and ``example`` make the error message."""
+
+    name = "list"
+
+    def __init__(self, item: click.ParamType, what: str, example: str,
+                 keywords: tuple[str, ...] = ()) -> None:
+        self.item = item
+        self.what = what
+        self.example = example
+        self.keywords = keywords
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return self.example
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> list[Any]:
+        if isinstance(value, list):  # a default already converted, or a Python caller
+            return value
+        text = str(value)
+        parts = [p.strip() for p in text.split(",")]
+        if not text.strip() or any(not p for p in parts):
+            self.fail(f"{_option_name(param)} expects {self.what} separated by commas "
+                      f"(e.g. {self.example}); got {text!r}", param, ctx)
+        out: list[Any] = []
+        for part in parts:
+            if part in self.keywords:
+                out.append(part)
+                continue
+            try:
+                out.append(self.item.convert(part, param, ctx))
+            except click.BadParameter:
+                self.fail(f"{_option_name(param)} expects {self.what} separated by commas "
+                          f"(e.g. {self.example}); got {part!r} in {text!r}", param, ctx)
+        return out
+
+
+class Dims(click.ParamType):
+    """``"224x224"`` -> ``(224, 224)``: positive integers joined by ``x``; ``count`` of them
+    when given (``--size HxW`` takes 2), any number otherwise (a tensor shape)."""
+
+    name = "dims"
+
+    def __init__(self, what: str, example: str, count: int | None = None) -> None:
+        self.what = what
+        self.example = example
+        self.count = count
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return self.what
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> tuple[int, ...]:
+        if isinstance(value, tuple):
+            return value
+        text = str(value)
+        try:
+            dims = tuple(int(d) for d in text.strip().lower().split("x"))
+        except ValueError:
+            dims = ()
+        if not dims or any(d <= 0 for d in dims) or (self.count and len(dims) != self.count):
+            self.fail(f"{_option_name(param)} expects {self.what} (positive integers joined "
+                      f"by 'x') such as {self.example}, got {text!r}", param, ctx)
+        return dims
+
+
+THREAD_COUNTS = CommaList(click.IntRange(1), "counts >= 1", "1,4")
+THREADS_OR_AUTO = CommaList(click.IntRange(1), "counts >= 1 and/or 'auto'", "1,2,4,auto",
+                            keywords=("auto",))
+BATCH_SIZES = CommaList(click.IntRange(1), "sizes >= 1", "1,4")
+FLOATS = CommaList(click.FLOAT, "numbers", "0.485,0.456,0.406")
+NAMES = CommaList(click.STRING, "names", "image,mask")
+IMAGE_SIZE = Dims("HxW", "224x224", count=2)
+SHAPES = CommaList(Dims("a shape", "1x3x224x224"), "shapes joined by 'x'", "1x3x224x224,1x10")

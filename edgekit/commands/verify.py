@@ -1,0 +1,19 @@
+"""``edgekit verify``: run an artifact's bundled test vectors on this machine's runtimes."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command(name="verify")
+@click.argument("artifact", type=click.Path())
+@click.option("--backend", help="Only this runtime (onnxruntime, litert, tflite-runtime).")
+def command(artifact: str, backend: str | None) -> None:
+    """Run the bundled test vectors here and report the max error."""
+    from edgekit.errors import VerificationError
+    from edgekit.verify import verify_artifact
+
+    report = verify_artifact(artifact, backend=backend)
+    click.echo("\n".join(report.lines()))
+    if not report.passed:
+        raise VerificationError("test vectors did not reproduce within one quantization step")

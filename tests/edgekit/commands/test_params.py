@@ -1,0 +1,60 @@
+"""The shared option types: comma lists and x-joined sizes, as the commands use them."""
+
+from __future__ import annotations
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from edgekit.commands.params import (
+    BATCH_SIZES,
+    FLOATS,
+    IMAGE_SIZE,
+    NAMES,
+    SHAPES,
+    THREAD_COUNTS,
+    THREADS_OR_AUTO,
+)
+
+
+def echo_command(param_type: click.ParamType) -> click.Command:
+    @click.command()
+    @click.option("--value", "-v", type=param_type)
+    def command(value: object) -> None:
+        click.echo(repr(value))
+
+    return command
+
+
+@pytest.mark.parametrize(("param_type", "text", "expected"), [
+    (THREADS_OR_AUTO, "1,2, auto", [1, 2, "auto"]),
+    (THREAD_COUNTS, "4,1", [4, 1]),
+    (BATCH_SIZES, "1", [1]),
+    (FLOATS, "0.485,0.456,0.406", [0.485, 0.456, 0.406]),
+    (NAMES, "image, mask", ["image", "mask"]),
+    (IMAGE_SIZE, "224X160", (224, 160)),
+    (SHAPES, "1x3x224x224,1x10", [(1, 3, 224, 224), (1, 10)]),
+])
+def test_good_values_convert(param_type: click.ParamType, text: str, expected: object) -> None:
+    result = CliRunner().invoke(echo_command(param_type), ["--value", text])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == repr(expected)
+
+
+@pytest.mark.parametrize(("param_type", "text", "shown"), [
+    (THREADS_OR_AUTO, "1,many", "'many' in '1,many'"),
+    (THREAD_COUNTS, "auto", "'auto'"),  # 'auto' only where the option takes it
+    (BATCH_SIZES, "0", "'0'"),
+    (BATCH_SIZES, "1,,2", "'1,,2'"),
+    (BATCH_SIZES, " ", "' '"),
+    (FLOATS, "0.5,nan-ish", "'nan-ish'"),
+    (IMAGE_SIZE, "224", "'224'"),
+    (IMAGE_SIZE, "224x224x3", "'224x224x3'"),
+    (IMAGE_SIZE, "-1x8", "'-1x8'"),
+    (SHAPES, "1x0x8", "'1x0x8'"),
+])
+def test_bad_values_are_usage_errors_naming_the_option(param_type: click.ParamType, text: str,
+                                                       shown: str) -> None:
+    result = CliRunner().invoke(echo_command(param_type), ["--value", text])
+    assert result.exit_code == 2, result.output
+    assert "--value expects" in result.output and shown in result.output, result.output
