@@ -222,7 +222,7 @@ def test_cooldown_delays_a_drift_retune_but_keeps_learning(conv_artifact: Path,
                 recorder.add(t - ms / 1e3, t, 1, 1)
             assert tuner.check() is None  # cooling down: never a re-tune
         assert tuner._baseline == pytest.approx(1e-3, rel=0.01) and tuner._strikes == 3
-        clock.advance(3600.0)  # cooldown over: the strikes it saw count
+        clock.advance(3601.0)  # cooldown (3600 s) over: the strikes it saw count
         for _ in range(10):
             t = time.perf_counter()
             recorder.add(t - 3e-3, t, 1, 1)
