@@ -141,12 +141,12 @@ class BuildContext:
         """Model formats this artifact ships: as asked, else the profile's preferred one only
         (one model keeps the artifact small; ``--format both`` ships every format)."""
         if not self.resolved_formats:
-            self.resolved_formats = list(self.config.formats or self.profile.runtime["formats"][:1])
+            self.resolved_formats = list(self.config.formats or self.profile.runtime.formats[:1])
         return self.resolved_formats
 
     @property
     def activation_type(self) -> str:
-        return self.config.activation_type or self.profile.runtime["activation_type"]
+        return self.config.activation_type or self.profile.runtime.activation_type
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)

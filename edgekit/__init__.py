@@ -11,6 +11,9 @@ This module must stay light: it never imports onnx, torch or edgekit.converters.
 
 from __future__ import annotations
 
+from os import PathLike
+from typing import TYPE_CHECKING, Any
+
 from edgekit.errors import (
     ArtifactError,
     EdgekitError,
@@ -18,6 +21,10 @@ from edgekit.errors import (
     InternalError,
     UserError,
 )
+
+if TYPE_CHECKING:
+    from edgekit.model import Model
+    from edgekit.policy import TunerOptions
 
 __version__ = "0.1.0"
 
@@ -33,11 +40,29 @@ __all__ = [
 ]
 
 
-def load(path, **options):  # noqa: ANN001, ANN201 - re-exported, documented in model.load
-    """Load a ``.edgekit`` artifact and return a ready :class:`edgekit.model.Model`."""
+def load(path: str | PathLike[str], backend: str | None = None, threads: int | str = 0,
+         *, policy: str = "balanced", allow_spinning: bool = True, power_root: str = "/",
+         tuner: TunerOptions | dict[str, Any] | None = None, monitor_interval_s: float = 2.0,
+         max_batch: int = 8, max_wait_ms: float | None = None, queue_size: int = 1024,
+         power_aware: bool = True) -> Model:
+    """Load a ``.edgekit`` artifact and return a ready :class:`edgekit.model.Model`.
+
+    ``backend`` forces a runtime (``onnxruntime``, ``litert``, ``tflite-runtime``); by
+    default the first installed one in the target profile's order. ``threads`` is a fixed
+    count (0 = runtime default) or ``"auto"`` (measured at load, re-tuned on power, load
+    and latency changes; ``policy`` = ``"balanced"`` | ``"latency"`` | ``"efficiency"``;
+    ``tuner``: ``TunerOptions`` or a dict of its fields). ``allow_spinning``: onnxruntime
+    spin-waits between ops (off for ``efficiency``). ``power_root``: where sysfs and proc
+    are. For ``submit``: ``max_batch``, ``max_wait_ms``, ``queue_size``, ``power_aware``.
+    The options are ``edgekit.session.RuntimeOptions``; this module stays light, so the
+    runtime is imported on the first call.
+    """
     from edgekit.model import load as _load
 
-    return _load(path, **options)
+    return _load(path, backend, threads, policy=policy, allow_spinning=allow_spinning,
+                 power_root=power_root, tuner=tuner, monitor_interval_s=monitor_interval_s,
+                 max_batch=max_batch, max_wait_ms=max_wait_ms, queue_size=queue_size,
+                 power_aware=power_aware)
 
 
 def __getattr__(name: str):  # noqa: ANN202

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from edgekit.errors import ArtifactError
+from edgekit.manifest import SCHEMA_VERSION, Manifest
 
-SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
 TEST_VECTORS = "test_vectors.npz"
 SUFFIX = ".edgekit"
@@ -54,11 +54,14 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 
 
 class Artifact:
-    """A verified, in-memory view of a ``.edgekit`` file."""
+    """A verified, in-memory view of a ``.edgekit`` file: ``spec`` is the manifest typed
+    (what the runtime reads), ``manifest`` the same content as stored (a dict, for tools
+    that show or extend it)."""
 
-    def __init__(self, path: str, manifest: dict[str, Any], members: dict[str, bytes]) -> None:
+    def __init__(self, path: str, spec: Manifest, members: dict[str, bytes]) -> None:
         self.path = path
-        self.manifest = manifest
+        self.spec = spec
+        self.manifest: dict[str, Any] = spec.raw
         self._members = members
 
     def read(self, member: str) -> bytes:
@@ -75,8 +78,8 @@ class Artifact:
 
     def test_vectors(self) -> dict[str, np.ndarray]:
         """The bundled test vectors as ``{"in/<name>": array, "out/<format>/<name>": array}``."""
-        spec = self.manifest.get("test_vectors") or {}
-        member = spec.get("path", TEST_VECTORS)
+        vectors = self.spec.test_vectors
+        member = vectors.path if vectors is not None else TEST_VECTORS
         with np.load(io.BytesIO(self.read(member)), allow_pickle=False) as npz:
             arrays = {key: npz[key] for key in npz.files}
         # Inputs on the model's input quantization grid are stored as integers (4x smaller):
@@ -109,13 +112,8 @@ def read_artifact(path: str | os.PathLike[str]) -> Artifact:
         manifest = json.loads(members[MANIFEST])
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ArtifactError(f"{path}: {MANIFEST} is not valid JSON: {exc}") from exc
-    version = manifest.get("schema_version") if isinstance(manifest, dict) else None
-    if version != SCHEMA_VERSION:
-        raise ArtifactError(
-            f"{path}: manifest schema_version {version!r}; this edgekit reads version "
-            f"{SCHEMA_VERSION} (rebuild the artifact or upgrade edgekit)"
-        )
-    files = manifest.get("files", {})
+    spec = Manifest.from_dict(manifest, origin=path)
+    files = spec.files
     for member, expected in files.items():
         if member not in members:
             raise ArtifactError(f"{path}: member {member!r} listed in the manifest is missing")
@@ -129,7 +127,7 @@ def read_artifact(path: str | os.PathLike[str]) -> Artifact:
     unlisted = sorted(set(members) - set(files) - {MANIFEST})
     if unlisted:
         raise ArtifactError(f"{path}: members not covered by the manifest hashes: {unlisted}")
-    return Artifact(path, manifest, members)
+    return Artifact(path, spec, members)
 
 
 def encode_test_vectors(arrays: dict[str, np.ndarray]) -> bytes:
@@ -143,7 +141,8 @@ def write_artifact(
 ) -> int:
     """Write an artifact atomically (temp file in the same folder, then rename).
 
-    Fills ``manifest["files"]`` with each member's sha256. Returns the file size.
+    Fills ``manifest["files"]`` with each member's sha256 and checks the result against the
+    manifest contract (``ArtifactError``). Returns the file size.
     """
     target = Path(path)
     if not target.parent.is_dir():
@@ -154,6 +153,7 @@ def write_artifact(
     manifest = dict(manifest)
     manifest["schema_version"] = SCHEMA_VERSION
     manifest["files"] = {name: sha256_bytes(data) for name, data in sorted(members.items())}
+    Manifest.from_dict(manifest, origin=str(target))  # never write what no device could read
     payload = json.dumps(manifest, indent=2, sort_keys=False, default=_json_default).encode()
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:

@@ -30,16 +30,15 @@ import time
 import weakref
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from edgekit.errors import InternalError, QueueFullError, UserError
+from edgekit.policy import check_policy
 from edgekit.power import HOT, LOW_BATTERY, NORMAL, ON_BATTERY, THROTTLED, PowerMonitor
+from edgekit.session import SessionLike
 from edgekit.stats import percentiles_ms
-
-if TYPE_CHECKING:
-    from edgekit.model import Model
 
 _STOP = object()
 
@@ -84,21 +83,23 @@ class _Request:
 
 
 class Batcher:
-    """One worker thread forming batches for ``model``; thread-safe ``submit``."""
+    """One worker thread forming batches for a session; thread-safe ``submit``.
+    ``policy`` is the model's tuning policy, ``budget_ms`` the profile's latency budget."""
 
-    def __init__(self, model: Model, max_batch: int = 8, max_wait_ms: float | None = None,
-                 queue_size: int = 1024, monitor: PowerMonitor | None = None) -> None:
+    def __init__(self, session: SessionLike, policy: str = "balanced", budget_ms: float = 100.0,
+                 max_batch: int = 8, max_wait_ms: float | None = None, queue_size: int = 1024,
+                 monitor: PowerMonitor | None = None) -> None:
         if max_batch < 1 or queue_size < 1:
             raise UserError(f"max_batch and queue_size must be >= 1; got {max_batch}, "
                             f"{queue_size}")
-        self.model = model
+        self.session = session
+        self.policy = check_policy(policy)
         self.max_batch = int(max_batch)
         self.max_wait_ms = max_wait_ms
         self.queue_size = int(queue_size)
         self.monitor = monitor
-        profile = model.manifest["target"]["profile"]
-        self.budget_s = float(profile.get("budgets", {}).get("latency_ms", 100.0)) / 1000.0
-        fixed = model.inputs[0].fixed_batch if model.inputs else None
+        self.budget_s = float(budget_ms) / 1000.0
+        fixed = session.inputs[0].fixed_batch if session.inputs else None
         self._one_per_batch = fixed is not None and fixed > 1  # cannot concatenate requests
         self._queue: queue.Queue = queue.Queue(maxsize=self.queue_size)
         self._carry: collections.deque[_Request] = collections.deque()
@@ -119,7 +120,7 @@ class Batcher:
 
     # -- callers ----------------------------------------------------------------------
     def submit(self, x: Any) -> Future:
-        feeds = self.model.prepare_feeds(x)  # bad input fails in the caller, not the batch
+        feeds = self.session.prepare_feeds(x)  # bad input fails in the caller, not the batch
         future: Future = Future()
         request = _Request(feeds, future)
         with self._lock:
@@ -152,7 +153,7 @@ class Batcher:
     def current_policy(self) -> BatchPolicy:
         state = self.monitor.reading.state if self.monitor is not None else NORMAL
         if self._policy is None or self._policy.state != state:
-            self._policy = batch_policy(state, getattr(self.model, "policy", "balanced"),
+            self._policy = batch_policy(state, self.policy,
                                         self.max_batch, self.max_wait_ms, self.budget_s)
             self.policy_changes.append((time.perf_counter(), self._policy))
         return self._policy
@@ -214,11 +215,11 @@ class Batcher:
             else:
                 feeds = {name: np.concatenate([r.feeds[name] for r in live])
                          for name in live[0].feeds}
-            outputs = self.model.run_feeds(feeds)
+            outputs = self.session.run_feeds(feeds)
         except Exception as exc:
             error = InternalError(
                 f"batch {batch_id} ({len(live)} requests, {rows} rows) failed in "
-                f"{self.model.runtime}: {exc}"
+                f"{self.session.runtime}: {exc}"
             )
             error.__cause__ = exc
             for request in live:
@@ -237,7 +238,7 @@ class Batcher:
             part = [o[offset:offset + request.rows] for o in outputs]
             offset += request.rows
             request.future.batch_id = batch_id
-            request.future.set_result(self.model.format_outputs(part))
+            request.future.set_result(self.session.format_outputs(part))
             self._request_seconds.append(t1 - request.t)
         self.completed += len(live)
 

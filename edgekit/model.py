@@ -1,9 +1,15 @@
-"""``edgekit.load`` and the ``Model`` it returns: numpy in, numpy out."""
+"""``edgekit.load`` and the ``Model`` it returns: numpy in, numpy out.
+
+A ``Model`` composes a ``Session`` (the live backend, its swap and the recorder) with an
+optional thread tuner, batcher and power monitor; those depend on the session, never on
+the model, so this module is the top of the runtime's import graph.
+"""
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
@@ -11,20 +17,25 @@ import numpy as np
 
 from edgekit.artifact import Artifact, read_artifact
 from edgekit.backends import Backend, BackendOptions, TensorSpec, backends_for, by_name
-from edgekit.errors import InputError, RuntimeUnavailableError, UserError
-from edgekit.policy import TunerOptions, check_policy
-from edgekit.stats import SAMPLE_BELOW_S, SAMPLE_STRIDE, Recorder
+from edgekit.batcher import Batcher
+from edgekit.errors import RuntimeUnavailableError, UserError
+from edgekit.manifest import Manifest, ModelEntry
+from edgekit.policy import TunerOptions
+from edgekit.power import PowerMonitor, Thresholds
+from edgekit.session import RuntimeOptions, Session
+from edgekit.stats import SAMPLE_BELOW_S, SAMPLE_STRIDE, Recorder, StatsParts, model_stats
+from edgekit.tuner import ThreadTuner
 
-_FLOAT_KINDS = ("f",)
 _F32 = np.dtype(np.float32)
 _NDARRAY = np.ndarray  # a module global: one lookup fewer on predict's fast path
 
 
-def choose_model(artifact: Artifact, backend: str | None = None) -> tuple[dict, type[Backend]]:
+def choose_model(artifact: Artifact, backend: str | None = None
+                 ) -> tuple[ModelEntry, type[Backend]]:
     """Pick the model entry and backend class: the one whose runtime is installed, in the
     order of the target profile's preferred formats."""
-    manifest = artifact.manifest
-    entries = {m["format"]: m for m in manifest["models"]}
+    spec = artifact.spec
+    entries = {m.format: m for m in spec.models}
     if backend is not None:
         cls = by_name(backend)
         if cls.format not in entries:
@@ -37,7 +48,7 @@ def choose_model(artifact: Artifact, backend: str | None = None) -> tuple[dict, 
                 f"backend {backend!r} is not installed (pip install {cls.package})"
             )
         return entries[cls.format], cls
-    preferred = manifest["target"]["profile"]["runtime"]["formats"]
+    preferred = spec.target.profile.runtime.formats
     order = [f for f in preferred if f in entries] + [f for f in entries if f not in preferred]
     tried = []
     for fmt in order:
@@ -51,82 +62,80 @@ def choose_model(artifact: Artifact, backend: str | None = None) -> tuple[dict, 
     )
 
 
+def thresholds_for(spec: Manifest) -> Thresholds:
+    thermal = spec.target.profile.thermal
+    return Thresholds(soft_limit_c=thermal.soft_limit_c, hard_limit_c=thermal.hard_limit_c)
+
+
 class Model:
     """A loaded artifact, ready to predict. Use :func:`edgekit.load` to make one."""
 
-    def __init__(self, artifact: Artifact, backend: str | None = None, threads: int | str = 0,
-                 allow_spinning: bool = True, policy: str = "balanced", power_root: str = "/",
-                 tuner: TunerOptions | dict[str, Any] | None = None,
-                 monitor_interval_s: float = 2.0, max_batch: int = 8,
-                 max_wait_ms: float | None = None, queue_size: int = 1024,
-                 power_aware: bool = True) -> None:
+    def __init__(self, artifact: Artifact, backend: str | None = None,
+                 options: RuntimeOptions | None = None) -> None:
         self.artifact = artifact
-        self.manifest: dict[str, Any] = artifact.manifest
-        self.entry, self.backend_class = choose_model(artifact, backend)
-        self.inputs = [TensorSpec.from_manifest(e) for e in self.manifest["inputs"]]
-        self.outputs = [TensorSpec.from_manifest(e) for e in self.manifest["outputs"]]
-        self._model_bytes = artifact.read(self.entry["path"])
-        # runtime (tuner, power monitor, batcher): see edgekit/policy.py, tuner.py, power.py, batcher.py
-        self.policy = check_policy(policy)
-        self.power_root = power_root
-        self.monitor_interval_s = monitor_interval_s
-        self._batch_options = {"max_batch": max_batch, "max_wait_ms": max_wait_ms,
-                               "queue_size": queue_size, "power_aware": power_aware}
-        self._recorder = Recorder()
+        self.spec: Manifest = artifact.spec
+        self.manifest: dict[str, Any] = artifact.manifest  # as stored, for display
+        self.options = options = options or RuntimeOptions()
+        entry, backend_class = choose_model(artifact, backend)
+        self.entry = entry.data
+        self.backend_class = backend_class
+        self.inputs = [TensorSpec.from_manifest(e.data) for e in self.spec.inputs]
+        self.outputs = [TensorSpec.from_manifest(e.data) for e in self.spec.outputs]
+        self.session = Session(artifact.read(entry.path), entry, backend_class,
+                               self.inputs, self.outputs)
+        self.policy = options.policy
+        self._recorder: Recorder = self.session.recorder  # predict's fast path: one lookup
         self._skip = 0  # predict calls left untimed before the next timed one
-        self._fixed_batch = self.inputs[0].fixed_batch if self.inputs else None
+        self._fixed_batch = self.session.fixed_batch
         self._fast_name = self.inputs[0].name if len(self.inputs) == 1 else None
         self._fast_shapes: set[tuple[int, ...]] = set()  # shapes that passed validation
         self._single_output = len(self.outputs) == 1
-        self._monitor: Any = None
-        self._batcher: Any = None
-        self._tuner: Any = None
+        self._monitor: PowerMonitor | None = None
+        self._batcher: Batcher | None = None
+        self._tuner: ThreadTuner | None = None
         self._closed = False
         self._lock = threading.Lock()  # lazy creation of the monitor and the batcher
-        if threads == "auto":
-            from edgekit.policy import tuner_options
-            from edgekit.tuner import ThreadTuner
-
-            options = tuner_options(tuner)
-            self._tuner = ThreadTuner(self, self.policy, self.power_monitor(), options)
+        # predict's fast path reads one attribute: the live backend's run and thread count
+        self._fast: tuple[Callable[..., list[np.ndarray]], int] | None = None
+        self.session.on_swap(self._on_swap)
+        if options.auto:
+            profile = self.spec.target.profile
+            self._tuner = ThreadTuner(self.session, options.policy, self.power_monitor(),
+                                      profile, options.tuner or TunerOptions(),
+                                      power_root=options.power_root,
+                                      vectors=self._vectors())
             try:
-                self._set_backend(self._tuner.initial())
+                self.session.start(self._tuner.initial())
             except BaseException:
-                self._monitor.stop()
+                self.power_monitor().stop()
                 raise
             self._tuner.start()
         else:
-            if isinstance(threads, str) or int(threads) < 0:
-                raise UserError(f"threads must be 'auto' or a count >= 0 (0 = runtime "
-                                f"default); got {threads!r}")
-            self._set_backend(self.make_backend(BackendOptions(
-                threads=int(threads),
-                allow_spinning=allow_spinning and self.policy != "efficiency")))
+            self.session.start(self.session.make_backend(BackendOptions(
+                threads=int(options.threads),
+                allow_spinning=options.allow_spinning and self.policy != "efficiency")))
+
+    def _on_swap(self, backend: Backend) -> None:
+        self._fast = (backend.run, backend.options.threads)  # one store: swapped as one
+
+    def _vectors(self) -> dict[str, np.ndarray]:
+        try:
+            return self.artifact.test_vectors() if self.spec.test_vectors else {}
+        except Exception:  # a probe must not fail the load over missing vectors
+            return {}
 
     # -- sessions ---------------------------------------------------------------------
     def make_backend(self, options: BackendOptions) -> Backend:
-        """A new session of this model (threads are fixed per session by every runtime)."""
-        return self.backend_class(self._model_bytes, self.inputs, self.outputs, options,
-                                  entry=self.entry)
+        """A new backend for this model (threads are fixed per backend by every runtime)."""
+        return self.session.make_backend(options)
 
     def swap_backend(self, backend: Backend, close: bool = True) -> Backend:
-        """Replace the live session; callers already inside ``predict`` finish on the old one.
-        ``close=False`` leaves closing the old one to the caller (the tuner, after a grace)."""
-        old = self._backend
-        self._set_backend(backend)
-        if close:
-            old.close()
-        return old
-
-    def _set_backend(self, backend: Backend) -> None:
-        # predict's fast path reads only ``_fast``, run_feeds only ``_backend``: each is one
-        # attribute store, so a concurrent caller sees either the old session or the new one.
-        self._backend = backend
-        self._fast = (backend.run, backend.options.threads)
+        """Replace the live backend (see ``Session.swap``)."""
+        return self.session.swap(backend, close)
 
     @property
     def backend(self) -> Backend:
-        return self._backend
+        return self.session.backend
 
     @property
     def runtime(self) -> str:
@@ -134,60 +143,48 @@ class Model:
 
     @property
     def format(self) -> str:
-        return self.entry["format"]
+        return self.session.entry.format
 
     @property
     def threads(self) -> int:
-        return self._backend.options.threads
+        return self.session.backend.options.threads
+
+    @property
+    def tuner(self) -> ThreadTuner | None:
+        """The thread tuner (``threads="auto"``), else None."""
+        return self._tuner
+
+    @property
+    def batcher(self) -> Batcher | None:
+        """The batcher behind ``submit`` once the first request came, else None."""
+        return self._batcher
+
+    @property
+    def monitor(self) -> PowerMonitor | None:
+        """The power monitor if one runs (tuner, power-aware batcher), else None."""
+        return self._monitor
 
     # -- inference --------------------------------------------------------------------
     def prepare_feeds(self, x: np.ndarray | dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Check names, shapes and dtypes against the manifest; return float32 feeds."""
-        if not isinstance(x, dict):
-            if len(self.inputs) != 1:
-                names = ", ".join(s.name for s in self.inputs)
-                raise InputError(f"this model has {len(self.inputs)} inputs ({names}): pass a dict")
-            x = {self.inputs[0].name: x}
-        missing = [s.name for s in self.inputs if s.name not in x]
-        extra = [k for k in x if k not in {s.name for s in self.inputs}]
-        if missing or extra:
-            raise InputError(
-                f"inputs expected {[s.name for s in self.inputs]}, got {list(x)}"
-                + (f"; missing {missing}" if missing else "")
-                + (f"; unknown {extra}" if extra else "")
-            )
-        return {spec.name: _check_array(spec, x[spec.name]) for spec in self.inputs}
+        return self.session.prepare_feeds(x)
 
     def run_feeds(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Run validated feeds; a fixed batch-1 model runs a larger batch row by row."""
-        backend = self._backend  # read once: the tuner may swap sessions concurrently
-        first = next(iter(feeds.values())) if feeds else None
-        batch = first.shape[0] if first is not None and first.ndim else 1
-        fixed = self._fixed_batch
-        t0 = perf_counter()
-        if fixed is None or batch == fixed:
-            results = backend.run(feeds)
-        else:
-            rows = [backend.run({k: v[i:i + 1] for k, v in feeds.items()}) for i in range(batch)]
-            results = [np.concatenate([r[j] for r in rows]) for j in range(len(self.outputs))]
-        # hot-path bookkeeping for stats() and the tuner: four numbers into a ring buffer
-        self._recorder.add(t0, perf_counter(), batch, backend.options.threads)
-        return results
+        return self.session.run_feeds(feeds)
 
     def format_outputs(self, results: list[np.ndarray]) -> np.ndarray | dict[str, np.ndarray]:
-        if len(results) == 1:
-            return results[0]
-        return {spec.name: value for spec, value in zip(self.outputs, results, strict=True)}
+        return self.session.format_outputs(results)
 
     def predict(self, x: np.ndarray | dict[str, np.ndarray]) -> np.ndarray | dict[str, np.ndarray]:
         """Run the model. One output: an array; several: a dict by output name."""
         if type(x) is _NDARRAY and x.dtype is _F32 and x.shape in self._fast_shapes:
             # Same shape and dtype as an earlier valid call that ran as one backend call:
             # skip validation (runtimes copy a non-contiguous array themselves). On a 29 us
-            # model every attribute lookup here shows, so the live session's run and thread
-            # count are one tuple (swapped as one by swap_backend), and only one call in
-            # SAMPLE_STRIDE is timed while calls are fast (see edgekit/stats.py).
-            run, threads = self._fast
+            # model every attribute lookup here shows, so the live backend's run and thread
+            # count are one tuple (stored as one on every Session.swap), and only one call
+            # in SAMPLE_STRIDE is timed while calls are fast (see edgekit/stats.py).
+            run, threads = self._fast  # type: ignore[misc]  # set before any predict
             skip = self._skip
             if skip:
                 self._skip = skip - 1
@@ -200,56 +197,57 @@ class Model:
                 self._skip = stride - 1
                 self._recorder.add(t0, t1, x.shape[0], threads, stride)
         else:
-            feeds = self.prepare_feeds(x)
+            feeds = self.session.prepare_feeds(x)
             shape = feeds[self._fast_name].shape if self._fast_name is not None else ()
             if (shape and len(self._fast_shapes) < 16
                     and self._fixed_batch in (None, shape[0])):
                 self._fast_shapes.add(shape)
-            results = self.run_feeds(feeds)
+            results = self.session.run_feeds(feeds)
         if self._single_output:
             return results[0]
         return {spec.name: value for spec, value in zip(self.outputs, results, strict=True)}
 
     # -- runtime: power-aware batching, stats, images ----------------------------------
-    def power_monitor(self) -> Any:
+    def power_monitor(self) -> PowerMonitor:
         """The (started) power monitor for this model's target thresholds."""
         with self._lock:
             if self._monitor is None:
-                from edgekit.power import PowerMonitor, Thresholds
-
-                thresholds = Thresholds.from_profile(self.manifest["target"]["profile"])
-                self._monitor = PowerMonitor(self.power_root, thresholds,
-                                             self.monitor_interval_s).start()
+                self._monitor = PowerMonitor(self.options.power_root, thresholds_for(self.spec),
+                                             self.options.monitor_interval_s).start()
             return self._monitor
 
     def submit(self, x: np.ndarray | dict[str, np.ndarray]) -> Any:
         """Queue one request for the batcher; returns a ``concurrent.futures.Future``."""
         batcher = self._batcher
         if batcher is None:
-            from edgekit.batcher import Batcher
-
             if self._closed:
                 raise UserError("submit() after close(): the model is closed (expected an "
                                 "open model; load it again)")
-            options = dict(self._batch_options)
-            monitor = self.power_monitor() if options.pop("power_aware") else None
+            o = self.options
+            monitor = self.power_monitor() if o.power_aware else None
             with self._lock:
                 if self._batcher is None:
-                    self._batcher = Batcher(self, monitor=monitor, **options)
+                    self._batcher = Batcher(
+                        self.session, policy=self.policy,
+                        budget_ms=self.spec.target.profile.budgets.latency_ms,
+                        max_batch=o.max_batch, max_wait_ms=o.max_wait_ms,
+                        queue_size=o.queue_size, monitor=monitor)
                 batcher = self._batcher
         return batcher.submit(x)
 
     def stats(self) -> dict[str, Any]:
         """Latency percentiles, throughput, batch sizes, threads, power state, energy."""
-        from edgekit.stats import model_stats
-
-        return model_stats(self)
+        return model_stats(StatsParts(
+            runtime=self.runtime, policy=self.policy, threads=self.threads,
+            recorder=self.session.recorder, profile=self.spec.target.profile,
+            power_root=self.options.power_root, thresholds=thresholds_for(self.spec),
+            monitor=self._monitor, batcher=self._batcher, tuner=self._tuner))
 
     def predict_image(self, image: Any) -> np.ndarray | dict[str, np.ndarray]:
         """Preprocess an image (path or PIL image) as the manifest says, then predict."""
         from edgekit.preprocess import default_spec, preprocess_image
 
-        spec = self.manifest["inputs"][0].get("preprocess") or default_spec(
+        spec = self.spec.inputs[0].preprocess or default_spec(
             self.inputs[0].shape, self.inputs[0].layout or "NCHW")
         return self.predict(preprocess_image(image, spec))
 
@@ -264,7 +262,7 @@ class Model:
             self._tuner.stop()
         if self._monitor is not None:
             self._monitor.stop()
-        self._backend.close()
+        self.session.close()
 
     def __enter__(self) -> Model:
         return self
@@ -276,51 +274,27 @@ class Model:
         ins = ", ".join(s.describe() for s in self.inputs)
         outs = ", ".join(s.describe() for s in self.outputs)
         return (f"<edgekit.Model {os.path.basename(self.artifact.path)} "
-                f"target={self.manifest['target']['name']} runtime={self.runtime} "
+                f"target={self.spec.target.name} runtime={self.runtime} "
                 f"in=({ins}) out=({outs})>")
 
 
-def _check_array(spec: TensorSpec, value: Any) -> np.ndarray:
-    array = np.asarray(value)
-    if array.dtype.kind not in _FLOAT_KINDS:
-        raise InputError(
-            f"input {spec.name!r}: expected dtype {spec.dtype} (any float accepted), "
-            f"got {array.dtype}"
-        )
-    if array.ndim != len(spec.shape):
-        raise InputError(
-            f"input {spec.name!r}: expected shape {_dims(spec.shape)} "
-            f"({len(spec.shape)} dims, layout {spec.layout or 'as exported'}), got "
-            f"{_dims(array.shape)} ({array.ndim} dims)"
-        )
-    for axis, (want, got) in enumerate(zip(spec.shape, array.shape, strict=True)):
-        if axis == 0 and isinstance(want, int) and want == 1:
-            continue  # fixed batch 1 models accept larger batches, run row by row
-        if isinstance(want, int) and want > 0 and want != got:
-            raise InputError(
-                f"input {spec.name!r}: expected shape {_dims(spec.shape)}"
-                f"{' ' + spec.layout if spec.layout else ''}, got {_dims(array.shape)} "
-                f"(axis {axis}: expected {want}, got {got})"
-            )
-    if array.dtype != np.float32:
-        array = array.astype(np.float32)
-    return np.ascontiguousarray(array)
-
-
-def _dims(shape: tuple) -> str:
-    return "[" + ", ".join(str(d) for d in shape) + "]"
-
-
 def load(path: str | os.PathLike[str], backend: str | None = None, threads: int | str = 0,
-         **options: Any) -> Model:
-    """Load and verify a ``.edgekit`` artifact.
+         *, policy: str = "balanced", allow_spinning: bool = True, power_root: str = "/",
+         tuner: TunerOptions | dict[str, Any] | None = None, monitor_interval_s: float = 2.0,
+         max_batch: int = 8, max_wait_ms: float | None = None, queue_size: int = 1024,
+         power_aware: bool = True) -> Model:
+    """Load and verify a ``.edgekit`` artifact (the options: ``edgekit.RuntimeOptions``).
 
     ``backend`` forces a runtime (``onnxruntime``, ``litert``, ``tflite-runtime``); by
     default the first installed one in the target profile's order. ``threads`` is a fixed
     count (0 = runtime default) or ``"auto"`` (measured at load, re-tuned on power, load
-    and latency changes; ``policy`` = ``"balanced"`` | ``"latency"`` | ``"efficiency"``).
-    Further options: ``power_root`` (sysfs root), ``tuner`` (``TunerOptions`` fields),
-    ``max_batch``, ``max_wait_ms``, ``queue_size``, ``power_aware`` (for ``submit``).
+    and latency changes; ``policy`` = ``"balanced"`` | ``"latency"`` | ``"efficiency"``;
+    ``tuner``: ``TunerOptions`` or a dict of its fields). ``allow_spinning``: onnxruntime
+    spin-waits between ops (off for ``efficiency``). ``power_root``: where sysfs and proc
+    are. For ``submit``: ``max_batch``, ``max_wait_ms``, ``queue_size``, ``power_aware``.
     """
-    artifact = read_artifact(path)
-    return Model(artifact, backend=backend, threads=threads, **options)
+    options = RuntimeOptions.build(
+        threads=threads, tuner=tuner, policy=policy, allow_spinning=allow_spinning,
+        power_root=power_root, monitor_interval_s=monitor_interval_s, max_batch=max_batch,
+        max_wait_ms=max_wait_ms, queue_size=queue_size, power_aware=power_aware)
+    return Model(read_artifact(path), backend=backend, options=options)

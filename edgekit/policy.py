@@ -16,7 +16,8 @@ import numpy as np
 
 from edgekit.errors import UserError
 from edgekit.power import HOT, LOW_BATTERY, ON_BATTERY, THROTTLED
-from edgekit.stats import PowerModel, usable_cpus
+from edgekit.stats import usable_cpus
+from edgekit.targets import PowerModel
 
 POLICIES = ("balanced", "latency", "efficiency")
 BALANCED_WITHIN = 0.10

@@ -3,27 +3,21 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import numpy as np
 
-from edgekit.backends import Backend, BackendOptions
+from edgekit.backends import Backend, BackendOptions, TensorSpec
 from edgekit.stats import typical
 
-if TYPE_CHECKING:
-    from edgekit.model import Model
 
-
-def probe_feeds(model: Model) -> dict[str, np.ndarray]:
-    """One real input row (the artifact's test vectors) or, without them, random data."""
+def probe_feeds(inputs: list[TensorSpec], vectors: dict[str, np.ndarray]
+                ) -> dict[str, np.ndarray]:
+    """One real input row (the artifact's test vectors, ``in/<name>``) or, without them,
+    random data."""
     feeds: dict[str, np.ndarray] = {}
-    vectors: dict[str, np.ndarray] = {}
-    try:
-        vectors = model.artifact.test_vectors() if model.manifest.get("test_vectors") else {}
-    except Exception:  # a probe must not fail the load over missing vectors
-        vectors = {}
     rng = np.random.default_rng(0)
-    for spec in model.inputs:
+    for spec in inputs:
         if f"in/{spec.name}" in vectors:
             feeds[spec.name] = np.ascontiguousarray(vectors[f"in/{spec.name}"][:1], np.float32)
         else:
@@ -41,15 +35,16 @@ SETTLE_S = 0.05
 BLOCKS = 12
 
 
-def probe(model: Model, feeds: dict[str, np.ndarray], candidates: list[int], budget_s: float,
-          warmup: int, spinning: bool) -> tuple[dict[int, float], dict[int, Backend]]:
+def probe(make_backend: Callable[[BackendOptions], Backend], feeds: dict[str, np.ndarray],
+          candidates: list[int], budget_s: float, warmup: int, spinning: bool
+          ) -> tuple[dict[int, float], dict[int, Backend]]:
     """Timed blocks of one session per candidate, in rotating order (fair under changing
     load); each candidate's estimate is the median of its block means (``block_estimate``). A block
     after a spinning multi-thread session drops its first ``SETTLE_S``: that pool is still
     spinning then and would bill its CPU to this candidate. Every block drops its first run
     (the pool wakes up, caches refill)."""
     start = time.perf_counter()
-    backends = {t: model.make_backend(BackendOptions(threads=t, allow_spinning=spinning))
+    backends = {t: make_backend(BackendOptions(threads=t, allow_spinning=spinning))
                 for t in candidates}
     for backend in backends.values():
         for _ in range(max(1, warmup)):

@@ -5,10 +5,9 @@ percentiles, throughput and the energy estimate are computed when ``stats()`` is
 ``Model.predict`` times only one call in ``SAMPLE_STRIDE`` when calls take less than
 ``SAMPLE_BELOW_S`` (on a 27 us model even a perf_counter pair and a ring store cost ~4%);
 such an entry carries the weight of the calls it stands for.
-Energy uses the target profile's power model (the board is not metered):
-
-    watts(threads) = idle_w + (full_load_w - idle_w) / cores * threads
-    energy of one execution = watts(threads) * its wall time
+Energy uses the target profile's power model (``edgekit.targets.PowerModel``, the one the
+estimator uses too; the board is not metered): energy of one execution = watts(threads) *
+its wall time.
 """
 
 from __future__ import annotations
@@ -17,10 +16,16 @@ import itertools
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+
+from edgekit.power import PowerMonitor, Thresholds, read_power
+from edgekit.targets import PowerModel, Profile
+
+__all__ = ["PowerModel", "Recorder", "StatsParts", "model_stats", "summarize"]
 
 SAMPLE_BELOW_S = 200e-6
 SAMPLE_STRIDE = 16
@@ -63,18 +68,20 @@ class BusyMeter:
     competitor that starts or ends within a second or two. None where proc/stat is missing.
     Not thread-safe: one reader (the tuner's thread)."""
 
-    def __init__(self, root: str, tau_s: float = 1.0) -> None:
+    def __init__(self, root: str, tau_s: float = 1.0,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self.path = os.path.join(root, "proc/stat")
         self.tau_s = max(1e-3, tau_s)
+        self.clock = clock
         self.restart()
 
     def restart(self) -> None:
         """Forget the average: the next ``read`` covers from now on, unsmoothed."""
         self.value: float | None = None
-        self._mark = (time.perf_counter(), busy_seconds(self.path), process_cpu_seconds())
+        self._mark = (self.clock(), busy_seconds(self.path), process_cpu_seconds())
 
     def read(self) -> float | None:
-        now, busy, cpu = time.perf_counter(), busy_seconds(self.path), process_cpu_seconds()
+        now, busy, cpu = self.clock(), busy_seconds(self.path), process_cpu_seconds()
         then, busy_then, cpu_then = self._mark
         if busy is None or busy_then is None:
             return None
@@ -85,28 +92,6 @@ class BusyMeter:
                 cores - self.value)
             self._mark = (now, busy, cpu)
         return self.value
-
-
-@dataclass(frozen=True)
-class PowerModel:
-    """The profile's ``[power]`` section as a function of busy threads."""
-
-    idle_w: float
-    full_load_w: float
-    cores: int
-
-    @classmethod
-    def from_profile(cls, profile: dict[str, Any]) -> PowerModel:
-        power = profile.get("power") or {}
-        cores = int((profile.get("cpu") or {}).get("cores") or 0) or usable_cpus()
-        return cls(float(power.get("idle_w", 0.0)), float(power.get("full_load_w", 0.0)), cores)
-
-    def watts(self, threads: int) -> float:
-        busy = min(max(1, threads), self.cores)
-        return self.idle_w + (self.full_load_w - self.idle_w) / max(1, self.cores) * busy
-
-    def energy_j(self, threads: int, seconds: float) -> float:
-        return self.watts(threads) * seconds
 
 
 class Recorder:
@@ -233,28 +218,47 @@ def reset_peak_rss() -> bool:
         return False
 
 
-def model_stats(model: Any) -> dict[str, Any]:
-    """``Model.stats()``: the recent window of executions plus batcher, tuner and power."""
-    from edgekit.power import Thresholds, read_power
+class Reports(Protocol):
+    """A part that reports on itself (the batcher, the tuner)."""
 
-    profile = model.manifest["target"]["profile"]
-    power = PowerModel.from_profile(profile)
+    def info(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class StatsParts:
+    """What ``Model.stats()`` is made of, handed over explicitly."""
+
+    runtime: str
+    policy: str
+    threads: int
+    recorder: Recorder
+    profile: Profile
+    power_root: str
+    thresholds: Thresholds
+    monitor: PowerMonitor | None = None
+    batcher: Reports | None = None
+    tuner: Reports | None = None
+
+
+def model_stats(parts: StatsParts) -> dict[str, Any]:
+    """``Model.stats()``: the recent window of executions plus batcher, tuner and power."""
+    power = PowerModel.from_profile(parts.profile)
     default_threads = usable_cpus()
-    recorder = model._recorder
-    out: dict[str, Any] = {"runtime": model.runtime, "policy": model.policy,
-                           "threads": model.threads or default_threads}
+    recorder = parts.recorder
+    out: dict[str, Any] = {"runtime": parts.runtime, "policy": parts.policy,
+                           "threads": parts.threads or default_threads}
     out.update(summarize(recorder.window(), power, default_threads))
     out["total_executions"] = recorder.n
     out["total_samples"] = recorder.total_rows
-    reading = (model._monitor.reading if model._monitor is not None
-               else read_power(model.power_root, Thresholds.from_profile(profile)))
+    reading = (parts.monitor.reading if parts.monitor is not None
+               else read_power(parts.power_root, parts.thresholds))
     out["power"] = {k: v for k, v in reading.as_dict().items()
                     if k in ("state", "conditions", "temperature_c", "on_battery",
                              "battery_pct", "throttle_flags", "loadavg", "sensors")}
     out["power_model"] = {"idle_w": power.idle_w, "full_load_w": power.full_load_w,
                           "cores": power.cores}
-    if model._batcher is not None:
-        out["batcher"] = model._batcher.info()
-    if model._tuner is not None:
-        out["tuner"] = model._tuner.info()
+    if parts.batcher is not None:
+        out["batcher"] = parts.batcher.info()
+    if parts.tuner is not None:
+        out["tuner"] = parts.tuner.info()
     return out

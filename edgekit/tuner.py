@@ -2,8 +2,10 @@
 power state, load or latency change.
 
 Runtimes fix the thread count when a session is created, so a change means a new session:
-it is built on the tuner's own thread and swapped in atomically (``Model.swap_backend``);
-callers never wait for it. The hot path only appends timings to the model's ``Recorder``.
+it is built on the tuner's own thread and swapped in atomically (``Session.swap``); callers
+never wait for it. The hot path only appends timings to the session's ``Recorder``. The tuner
+sees the model only through ``edgekit.session.SessionLike``; its clock is injectable (the
+cooldown and trigger tests step it instead of sleeping).
 
 Policies (time per sample measured per candidate thread count: the median over timed
 blocks of the mean within each block, see ``edgekit.probe.block_estimate`` and
@@ -30,7 +32,8 @@ import math
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from edgekit.backends import Backend, BackendOptions
 from edgekit.policy import (
@@ -43,46 +46,45 @@ from edgekit.policy import (
 )
 from edgekit.power import PowerMonitor
 from edgekit.probe import SETTLE_S, block_estimate, probe, probe_feeds
-from edgekit.stats import (
-    BusyMeter,
-    PowerModel,
-    per_row_seconds,
-    process_cpu_seconds,
-    typical,
-)
-
-if TYPE_CHECKING:
-    from edgekit.model import Model
+from edgekit.session import SessionLike
+from edgekit.stats import BusyMeter, per_row_seconds, process_cpu_seconds, typical
+from edgekit.targets import PowerModel, Profile
 
 
 class ThreadTuner:
-    """Owns the choice of thread count for one ``Model`` (``threads="auto"``)."""
+    """Owns the choice of thread count for one session (``threads="auto"``).
 
-    def __init__(self, model: Model, policy: str, monitor: PowerMonitor,
-                 options: TunerOptions | None = None) -> None:
-        self.model = model
+    ``vectors``: the artifact's test vectors (``in/<name>``) the probe times, else random
+    data. ``clock``: seconds, monotonic; the cooldown, the triggers and the CPU-use
+    averages read it (the probe and the live exploration sleep, so they use real time)."""
+
+    def __init__(self, session: SessionLike, policy: str, monitor: PowerMonitor,
+                 profile: Profile, options: TunerOptions | None = None, *,
+                 power_root: str = "/", vectors: dict[str, Any] | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.session = session
         self.policy = check_policy(policy)
         self.monitor = monitor
         self.options = options or TunerOptions()
-        profile = model.manifest["target"]["profile"]
+        self.clock = clock
         self.power = PowerModel.from_profile(profile)
-        self.candidates = candidate_threads(int(profile["cpu"]["cores"]))
+        self.candidates = candidate_threads(profile.cpu.cores)
         self.events: list[dict[str, Any]] = []
         self.measured: dict[int, float] = {}
         self.effective_policy = self.policy
-        self._feeds = probe_feeds(model)
+        self._feeds = probe_feeds(session.inputs, vectors or {})
         self._baseline: float | None = None
         self._strikes = 0
         self._seen = 0
         self._idle = True
         self._tuned_state = monitor.state
         self._own_load = 0.0  # this process's CPU use, averaged like the 1-min load average
-        self._cpu_mark = (time.perf_counter(), process_cpu_seconds())
+        self._cpu_mark = (clock(), process_cpu_seconds())
         self._tuned_load = self._external_load(monitor.reading.loadavg)
-        self._busy = BusyMeter(model.power_root, self.options.busy_tau_s)
+        self._busy = BusyMeter(power_root, self.options.busy_tau_s, clock=clock)
         self._tuned_busy: float | None = None
         self._busy_strikes = 0
-        self._own_mark = (time.perf_counter(), process_cpu_seconds())
+        self._own_mark = (clock(), process_cpu_seconds())
         self._own_cores = 0.0  # this process's CPU use between the last two checks
         self._deferred_since: float | None = None
         self._tuned_at = 0.0
@@ -97,17 +99,17 @@ class ThreadTuner:
         """Probe at load (bounded by ``budget_s``); returns the chosen session."""
         state = self.monitor.state
         policy, candidates = state_policy(self.policy, state, self.candidates)
-        t0 = time.perf_counter()
+        t0 = self.clock()
         self._busy.restart()
         try:
-            measured, backends = probe(self.model, self._feeds, candidates,
+            measured, backends = probe(self.session.make_backend, self._feeds, candidates,
                                        self.options.budget_s, self.options.warmup,
                                        spinning=policy != "efficiency")
         except Exception as exc:  # e.g. symbolic non-batch dims the probe input cannot fill
             fallback = max(candidates)
             self._record(f"initial: probe failed ({exc}); using {fallback} threads", state,
                          policy, None, fallback, {}, "none", t0)
-            return self.model.make_backend(BackendOptions(
+            return self.session.make_backend(BackendOptions(
                 threads=fallback, allow_spinning=policy != "efficiency"))
         chosen = choose_threads(measured, policy, self.power)
         for t, backend in backends.items():
@@ -120,17 +122,17 @@ class ThreadTuner:
     def retune(self, reason: str) -> int:
         """Measure the allowed candidates again and swap in the policy's pick."""
         with self._lock:
-            t0 = time.perf_counter()
+            t0 = self.clock()
             reading = self.monitor.reading
             policy, candidates = state_policy(self.policy, reading.state, self.candidates)
             spinning = policy != "efficiency"
-            current = self.model.backend
+            current = self.session.backend
             before = current.options.threads
             measured, live, mode = self._explore(candidates, spinning, current)
             if measured is None and self._defer(reason):
                 return before  # the triggers stay armed: check() asks again
             if measured is None:  # no live traffic: measure offline (the CPU is ours)
-                measured, live = probe(self.model, self._feeds, candidates,
+                measured, live = probe(self.session.make_backend, self._feeds, candidates,
                                        self.options.retune_budget_s, self.options.warmup,
                                        spinning)
                 mode = "probe"
@@ -142,8 +144,8 @@ class ThreadTuner:
             ):
                 chosen = before  # not clearly better: keep the current one (no flapping)
             target = live.pop(chosen) if chosen in live else current
-            if self.model.backend is not target:
-                self.model.swap_backend(target, close=False)
+            if self.session.backend is not target:
+                self.session.swap(target, close=False)
             self._retire(list(live.values()) + ([current] if target is not current else []))
             self._tuned_state = reading.state
             self._tuned_load = self._external_load(reading.loadavg)
@@ -152,7 +154,7 @@ class ThreadTuner:
             self._baseline = measured.get(chosen) if mode == "live" else None
             self._strikes = 0
             self._deferred_since = None
-            self._seen = self.model._recorder.n
+            self._seen = self.session.recorder.n
             self._record(reason, reading.state, policy, before, chosen, measured, mode, t0)
             return chosen
 
@@ -162,7 +164,7 @@ class ThreadTuner:
         machine's. A power change never waits, nor anything for longer than ``defer_s``."""
         if reason.startswith("power") or self._own_cores < self.options.own_busy:
             return False
-        now = time.perf_counter()
+        now = self.clock()
         if self._deferred_since is None:
             self._deferred_since = now
         return now - self._deferred_since < self.options.defer_s
@@ -171,7 +173,7 @@ class ThreadTuner:
                  ) -> tuple[dict[int, float] | None, dict[int, Backend], str]:
         """Try each candidate on the live traffic, in A B .. B A order so that a load that
         rises or falls during the exploration weighs on every candidate alike."""
-        recorder = self.model._recorder
+        recorder = self.session.recorder
         if len(recorder.recent(1.0)["rows"]) < 2 * self.options.min_samples:
             return None, {}, "probe"
         built: dict[int, Backend] = {}
@@ -180,13 +182,13 @@ class ThreadTuner:
             if t == current.options.threads and current.options.allow_spinning == spinning:
                 sessions[t] = current
             else:
-                backend = self.model.make_backend(BackendOptions(threads=t,
-                                                                 allow_spinning=spinning))
+                backend = self.session.make_backend(BackendOptions(threads=t,
+                                                                   allow_spinning=spinning))
                 backend.run(self._feeds)  # first run allocates; keep it off the live window
                 sessions[t] = built[t] = backend
         times: dict[int, list[float]] = {t: [] for t in candidates}
         for t in candidates + candidates[::-1]:
-            self.model.swap_backend(sessions[t], close=False)
+            self.session.swap(sessions[t], close=False)
             time.sleep(SETTLE_S)  # let the previous pool stop spinning, the call in flight end
             start = recorder.n + 1
             began = time.perf_counter()
@@ -198,7 +200,7 @@ class ThreadTuner:
             window = recorder.window(start)
             window_times = per_row_seconds(window)[window["threads"] == t]
             if window_times.size < 3:  # traffic stopped mid-way: fall back to the probe
-                self.model.swap_backend(current, close=False)
+                self.session.swap(current, close=False)
                 self._retire(list(built.values()))
                 return None, {}, "probe"
             times[t].append(typical(window_times))
@@ -211,14 +213,14 @@ class ThreadTuner:
         """The reason to re-tune now, or None (called every ``check_s`` by the thread).
         The moving average and the strikes keep learning during the cooldown after a
         re-tune; only triggering waits for it to end."""
-        now, cpu = time.perf_counter(), process_cpu_seconds()
+        now, cpu = self.clock(), process_cpu_seconds()
         if now - self._own_mark[0] > 0.05:
             self._own_cores = (cpu - self._own_mark[1]) / (now - self._own_mark[0])
             self._own_mark = (now, cpu)
         reading = self.monitor.reading
         if reading.state != self._tuned_state:
             return f"power {self._tuned_state}->{reading.state}"
-        cooling = time.perf_counter() - self._tuned_at < self.options.cooldown_s
+        cooling = self.clock() - self._tuned_at < self.options.cooldown_s
         load = self._external_load(reading.loadavg)
         if (not cooling and load is not None and self._tuned_load is not None
                 and abs(load - self._tuned_load) >= self.options.load_step):
@@ -237,9 +239,10 @@ class ThreadTuner:
                     return f"cpu busy {self._tuned_busy:.2f}->{busy:.2f} cores"
             else:
                 self._busy_strikes = 0
-        window = self.model._recorder.window(self._seen)
-        self._seen = self.model._recorder.n
-        mine = window["threads"] == self.model.backend.options.threads
+        recorder = self.session.recorder
+        window = recorder.window(self._seen)
+        self._seen = recorder.n
+        mine = window["threads"] == self.session.backend.options.threads
         times = per_row_seconds(window)[mine]
         if times.size < self.options.min_samples:
             self._idle = True
@@ -262,7 +265,7 @@ class ThreadTuner:
 
     def _external_load(self, loadavg: float | None) -> float | None:
         """Load average minus our own busy threads: serving must not look like a CPU hog."""
-        now, cpu = time.perf_counter(), process_cpu_seconds()
+        now, cpu = self.clock(), process_cpu_seconds()
         then, cpu_then = self._cpu_mark
         if now - then > 0.05:
             alpha = 1.0 - math.exp(-(now - then) / 60.0)  # the kernel's 1-minute decay
@@ -282,13 +285,13 @@ class ThreadTuner:
                     self.retune(reason)
             except Exception as exc:  # keep serving on the current session
                 self.events.append({"reason": "error", "error": repr(exc),
-                                    "at": time.perf_counter()})
-                self._tuned_at = time.perf_counter()
+                                    "at": self.clock()})
+                self._tuned_at = self.clock()
 
     def start(self) -> ThreadTuner:
         _LIVE.add(self)
         self.monitor.subscribe(lambda old, new: self._wake.set())
-        self._tuned_at = time.perf_counter()
+        self._tuned_at = self.clock()
         self._thread = threading.Thread(target=self._loop, name="edgekit-tuner", daemon=True)
         self._thread.start()
         return self
@@ -310,12 +313,12 @@ class ThreadTuner:
         # sessions one re-tune later, never right away.
         old, self._retired = self._retired, backends
         for backend in old:
-            if backend is not self.model.backend:
+            if backend is not self.session.backend:
                 backend.close()
 
     def _record(self, reason: str, state: str, policy: str, before: int | None, chosen: int,
                 measured: dict[int, float], mode: str, t0: float) -> None:
-        now = time.perf_counter()
+        now = self.clock()
         self.measured = dict(measured)
         self.effective_policy = policy
         self._tuned_at = now
@@ -330,7 +333,7 @@ class ThreadTuner:
     def info(self) -> dict[str, Any]:
         return {
             "policy": self.policy, "effective_policy": self.effective_policy,
-            "candidates": list(self.candidates), "threads": self.model.backend.options.threads,
+            "candidates": list(self.candidates), "threads": self.session.backend.options.threads,
             "ms_per_sample": {t: round(s * 1e3, 4) for t, s in self.measured.items()},
             "retunes": sum(1 for e in self.events
                            if not e["reason"].startswith(("initial", "error"))),

@@ -68,6 +68,7 @@ def verify_artifact(path: str | os.PathLike[str] | Artifact, backend: str | None
                     threads: int = 1) -> VerifyReport:
     """Run every model format in the artifact whose runtime is installed (or ``backend`` only)."""
     from edgekit.model import Model
+    from edgekit.session import RuntimeOptions
 
     artifact = path if isinstance(path, Artifact) else read_artifact(path)
     manifest = artifact.manifest
@@ -85,7 +86,7 @@ def verify_artifact(path: str | os.PathLike[str] | Artifact, backend: str | None
                 reports.append(FormatReport(fmt, "", "", skipped=f"runtime not installed: {names}"))
             continue
         cls = usable[0]
-        model = Model(artifact, backend=cls.name, threads=threads)
+        model = Model(artifact, backend=cls.name, options=RuntimeOptions(threads=threads))
         report = FormatReport(fmt, cls.name, cls.version())
         count = len(next(iter(inputs.values())))
         for i in range(count):

@@ -1,7 +1,7 @@
 """Target profiles: one TOML file per board, loaded and validated here.
 
     >>> from edgekit.targets import load_profile, list_profiles
-    >>> load_profile("rpi4").cpu["core"]
+    >>> load_profile("rpi4").cpu.core
     'cortex-a72'
 
 Light on purpose (stdlib only): the on-device runtime reads profiles too.
@@ -15,49 +15,17 @@ import json
 import os
 import platform
 import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgekit.targets.schema import validate
+from edgekit.targets.schema import PowerModel, Profile, validate
 
 from edgekit.errors import TargetError
 
+__all__ = ["PROFILE_DIR", "PowerModel", "Profile", "list_profiles", "load_profile",
+           "profile_from_dict"]
+
 PROFILE_DIR = Path(__file__).resolve().parent
-
-
-@dataclass(frozen=True)
-class Profile:
-    """A validated target profile. ``data`` is the TOML content with native values resolved."""
-
-    name: str
-    data: dict[str, Any] = field(repr=False)
-    sha256: str = field(repr=False)
-    path: str = field(default="", repr=False)
-
-    def __getattr__(self, section: str) -> dict[str, Any]:
-        # Sections read like attributes: profile.cpu["cores"], profile.budgets["ram_mb"].
-        data = object.__getattribute__(self, "data")
-        if section in data and isinstance(data[section], dict):
-            return data[section]
-        raise AttributeError(section)
-
-    @property
-    def description(self) -> str:
-        return self.data["description"]
-
-    def to_dict(self) -> dict[str, Any]:
-        return copy.deepcopy(self.data)
-
-    @property
-    def threads(self) -> int:
-        """Thread count the profile recommends (resolved against this process for native)."""
-        return int(self.data["runtime"]["threads"]) or self.data["cpu"]["cores"]
-
-    @property
-    def power_per_core_w(self) -> float:
-        power = self.data["power"]
-        return (power["full_load_w"] - power["idle_w"]) / max(1, self.data["cpu"]["cores"])
 
 
 def list_profiles() -> list[str]:
@@ -80,12 +48,12 @@ def _resolve_native(data: dict[str, Any]) -> None:
 def profile_from_dict(data: dict[str, Any], origin: str = "<dict>") -> Profile:
     """Validate a profile given as a dict (for example the copy inside a manifest)."""
     problems = validate(data, origin)
-    if problems:
+    if problems:  # before resolving: native values must be checked as written
         raise TargetError("invalid target profile:\n  " + "\n  ".join(problems))
     resolved = copy.deepcopy(data)
     _resolve_native(resolved)
     digest = hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest()
-    return Profile(name=resolved["name"], data=resolved, sha256=digest, path=origin)
+    return Profile.from_dict(resolved, origin, sha256=digest)
 
 
 def load_profile(name_or_path: str | os.PathLike[str]) -> Profile:

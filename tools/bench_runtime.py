@@ -135,13 +135,13 @@ def overhead(path: Path, rounds: int) -> dict[str, Any]:
 # -- 2 ------------------------------------------------------------------------------------
 def auto_vs_fixed(path: Path, rounds: int, slice_s: float) -> dict[str, Any]:
     auto = edgekit.load(path, threads="auto", policy="latency")
-    fixed = {t: edgekit.load(path, threads=t) for t in auto._tuner.candidates}
+    fixed = {t: edgekit.load(path, threads=t) for t in auto.tuner.candidates}
     x = one_input(auto)
     models = {f"fixed-{t}": m for t, m in fixed.items()} | {"auto": auto}
     rates = interleaved(models, x, rounds, slice_s)
     best = max((k for k in rates if k != "auto"), key=rates.get)
     result = {"samples_per_s": {k: round(v, 1) for k, v in rates.items()}, "best_fixed": best,
-              "auto_threads": auto.threads, "retunes": auto._tuner.info()["retunes"],
+              "auto_threads": auto.threads, "retunes": auto.tuner.info()["retunes"],
               "ratio": round(rates["auto"] / rates[best], 4)}
     for m in models.values():
         m.close()
@@ -152,7 +152,7 @@ def auto_vs_fixed(path: Path, rounds: int, slice_s: float) -> dict[str, Any]:
 def hog(path: Path, settle_s: float, watch_s: float, rounds: int, slice_s: float
         ) -> dict[str, Any]:
     auto = edgekit.load(path, threads="auto", policy="latency")
-    fixed = {t: edgekit.load(path, threads=t) for t in auto._tuner.candidates}
+    fixed = {t: edgekit.load(path, threads=t) for t in auto.tuner.candidates}
     x = one_input(auto)
     closed_loop(auto, x, settle_s)
     before = auto.threads
@@ -162,7 +162,7 @@ def hog(path: Path, settle_s: float, watch_s: float, rounds: int, slice_s: float
         closed_loop(auto, x, watch_s)
         models = {f"fixed-{t}": m for t, m in fixed.items()} | {"auto": auto}
         rates = interleaved(models, x, rounds, slice_s)
-        events = [e for e in auto._tuner.events if e.get("at", 0) > t_hog
+        events = [e for e in auto.tuner.events if e.get("at", 0) > t_hog
                   and e["reason"] != "error"]
     finally:
         proc.terminate()
@@ -226,14 +226,14 @@ def power_phases(path: Path, root: Path, phase_s: float, rate: float) -> dict[st
                             monitor_interval_s=0.2, max_batch=8)
     baseline = edgekit.load(path, threads=adaptive.threads, max_batch=1, max_wait_ms=0,
                             power_aware=False)
-    power = PowerModel.from_profile(adaptive.manifest["target"]["profile"])
-    budget_ms = adaptive.manifest["target"]["profile"]["budgets"]["latency_ms"]
+    power = PowerModel.from_profile(adaptive.spec.target.profile)
+    budget_ms = adaptive.spec.target.profile.budgets.latency_ms
     x = one_input(adaptive)
     out: dict[str, Any] = {"budget_ms": budget_ms, "rate_per_s": rate, "phases": {}}
     for phase in PHASES:
         set_phase(root, phase)
         time.sleep(0.6)  # the monitor polls every 0.2 s; the tuner re-tunes on the change
-        marks = {k: m._recorder.n for k, m in (("adaptive", adaptive), ("baseline", baseline))}
+        marks = {k: m.session.recorder.n for k, m in (("adaptive", adaptive), ("baseline", baseline))}
         latencies: dict[str, list[float]] = {"adaptive": [], "baseline": []}
         done = completion_timer(latencies)
         futures = []
@@ -253,7 +253,7 @@ def power_phases(path: Path, root: Path, phase_s: float, rate: float) -> dict[st
             future.result(timeout=60)
         row: dict[str, Any] = {}
         for name, model in (("adaptive", adaptive), ("baseline", baseline)):
-            window = model._recorder.window(marks[name])
+            window = model.session.recorder.window(marks[name])
             energy = sum(power.energy_j(int(t), float(s))
                          for t, s in zip(window["threads"], window["seconds"], strict=True))
             row[name] = {
@@ -270,7 +270,7 @@ def power_phases(path: Path, root: Path, phase_s: float, rate: float) -> dict[st
                                     / row["baseline"]["mj_per_sample"], 4)
         out["phases"][phase] = row
     out["tuner_events"] = [{k: e[k] for k in ("reason", "policy", "threads_to", "mode")}
-                           for e in adaptive._tuner.events]
+                           for e in adaptive.tuner.events]
     adaptive.close()
     baseline.close()
     return out

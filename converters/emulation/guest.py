@@ -92,7 +92,7 @@ def timed_runs(path: str, formats: list[tuple[str, str]], runs: int) -> dict[str
     feeds = {k[3:]: v[:1] for k, v in vectors.items() if k.startswith("in/")}
     out: dict[str, list[float]] = {}
     for fmt, runtime in formats:
-        model = Model(artifact, backend=runtime, threads=0)
+        model = Model(artifact, backend=runtime)  # default options: runtime's thread count
         model.predict(feeds)  # warm-up: first run pays for lazy kernel set-up
         times = []
         for _ in range(runs):

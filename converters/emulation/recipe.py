@@ -90,34 +90,34 @@ def recipe_for(profile: Any) -> Recipe:
     """The recipe for a target profile (an ``edgekit.targets.Profile``)."""
     emu = profile.emulation
     name = profile.name
-    if not emu.get("qemu"):
+    if not emu.qemu:
         raise TargetError(
             f"target {name!r} has no emulation (its [emulation] qemu is empty: it runs natively); "
             "expected an emulated board such as rpi4 or rpi-zero2w"
         )
-    arch = emu["debian_arch"]
+    arch = emu.debian_arch
     if arch not in ARCHES:
         raise TargetError(
             f"target {name!r}: [emulation] debian_arch = {arch!r}; this sysroot builder "
             f"supports {', '.join(ARCHES)}"
         )
-    abi = emu["python_abi"]
+    abi = emu.python_abi
     expected_abi = "cp" + DEBIAN_PYTHON.replace(".", "")
     if abi != expected_abi:
         raise TargetError(
             f"target {name!r}: [emulation] python_abi = {abi!r}; Debian {DEBIAN_SUITE} ships "
             f"Python {DEBIAN_PYTHON} ({expected_abi})"
         )
-    platforms = tuple(emu["wheel_platforms"])
+    platforms = tuple(emu.wheel_platforms)
     if not platforms:
         raise TargetError(f"target {name!r}: [emulation] wheel_platforms is empty")
-    unknown = [r for r in emu["runtimes"] if r not in WHEEL_PINS]
+    unknown = [r for r in emu.runtimes if r not in WHEEL_PINS]
     if unknown:
         raise TargetError(
             f"target {name!r}: [emulation] runtimes {unknown} have no pinned wheel; "
             f"known: {', '.join(k for k in WHEEL_PINS if k != 'numpy')}"
         )
-    wheels = (WHEEL_PINS["numpy"], *sorted(WHEEL_PINS[r] for r in emu["runtimes"]))
+    wheels = (WHEEL_PINS["numpy"], *sorted(WHEEL_PINS[r] for r in emu.runtimes))
     return Recipe(
         debian_arch=arch,
         suite=DEBIAN_SUITE,

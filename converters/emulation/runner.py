@@ -52,21 +52,21 @@ class CpuSpec:
     @classmethod
     def from_profile(cls, profile: Any) -> CpuSpec:
         emu, cpu = profile.emulation, profile.cpu
-        if not emu.get("cpu_model"):
+        if not emu.cpu_model:
             raise UserError(
                 f"target {profile.name!r} names no [emulation] cpu_model; expected a QEMU CPU "
                 "such as cortex-a72 (never QEMU's default 'max')"
             )
         features = _FEATURES_V80
-        if cpu.get("fp16"):
+        if cpu.fp16:
             features += " fphp asimdhp"
-        if cpu.get("dotprod"):
+        if cpu.dotprod:
             features += " asimddp"
-        if cpu.get("i8mm"):
+        if cpu.i8mm:
             features += " i8mm"
-        return cls(qemu=emu["qemu"], model=emu["cpu_model"],
-                   implementer=emu["cpuinfo_implementer"], part=emu["cpuinfo_part"],
-                   features=features, cores=int(cpu["cores"]))
+        return cls(qemu=emu.qemu, model=emu.cpu_model,
+                   implementer=emu.cpuinfo_implementer, part=emu.cpuinfo_part,
+                   features=features, cores=cpu.cores)
 
     def cpuinfo(self) -> str:
         """An ARM-style /proc/cpuinfo. One entry per *host* CPU: the guest's threads run on

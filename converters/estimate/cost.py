@@ -35,27 +35,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from edgekit.targets import PowerModel
+from edgekit.targets.schema import COST_DTYPES as DTYPES
+from edgekit.targets.schema import COST_KINDS, COST_MODEL_KEYS, COST_RATE_KEYS, rate_key
+
 from edgekit.errors import TargetError
 
 from .ops import KINDS, Op
 
-DTYPES = {"float32": "f32", "int8": "i8"}
-# [cost_model] numeric keys (the schema in targets/schema.py lists the same names)
-RATE_KEYS = [f"{kind}_{'gops' if kind == 'elementwise' else 'gmacs'}_{tag}"
-             for kind in KINDS for tag in DTYPES.values()]
-MODEL_KEYS = RATE_KEYS + [
-    "bandwidth_gbs", "parallel_efficiency", "parallel_efficiency_memory", "bandwidth_scaling",
-    "op_overhead_us",
-    "thread_overhead_us", "run_overhead_us", "runtime_overhead_mb", "weight_copies", "cache_mb",
-]
-
+# [cost_model] numeric keys: defined once, in the profile schema the loader validates with
+RATE_KEYS = list(COST_RATE_KEYS)
+MODEL_KEYS = list(COST_MODEL_KEYS)
+assert tuple(KINDS) == COST_KINDS, "estimator op kinds and [cost_model] kinds differ"
 
 PER_KIND = "parallel_efficiency_of_"  # + "conv_f32" ...: measured per kernel kind (host)
-
-
-def rate_key(kind: str, dtype: str) -> str:
-    unit = "gops" if kind == "elementwise" else "gmacs"
-    return f"{kind}_{unit}_{DTYPES[dtype]}"
+__all__ = ["DTYPES", "MODEL_KEYS", "PER_KIND", "RATE_KEYS", "CostModel", "power_w", "rate_key"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +63,9 @@ class CostModel:
     def from_profile(cls, profile: Any, host_rates: dict[str, Any] | None = None) -> CostModel:
         """The profile's cost model. A ``method = "benchmark"`` profile (``host``) takes its
         rates from ``host_rates``, an entry of the host-rate cache (``host_rates.py``)."""
-        section = dict(profile.data.get("cost_model") or {})
+        cost = profile.cost_model
+        section: dict[str, Any] = (
+            {} if cost is None else {"method": cost.method, "source": cost.source, **cost.rates})
         if not section:
             raise TargetError(
                 f"target {profile.name!r} has no [cost_model] section; the estimator needs one "
@@ -150,8 +146,5 @@ class CostModel:
 
 
 def power_w(profile: Any, threads: int) -> float:
-    """Board power with ``threads`` cores busy: idle plus a per-core share of the load."""
-    power = profile.power
-    cores = max(int(profile.cpu["cores"]), 1)
-    busy = min(max(threads, 1), cores)
-    return float(power["idle_w"]) + busy * (power["full_load_w"] - power["idle_w"]) / cores
+    """Board power with ``threads`` cores busy (the runtime's ``PowerModel``: one formula)."""
+    return PowerModel.from_profile(profile).watts(threads)

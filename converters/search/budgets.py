@@ -64,7 +64,7 @@ def resolve(profile: Any, overrides: dict[str, float] | None = None) -> Budgets:
     unknown = sorted(set(overrides) - set(allowed))
     if unknown:
         raise UserError(f"unknown budget(s) {unknown}; allowed: {', '.join(allowed)}")
-    defaults = dict(profile.budgets)
+    defaults = profile.budgets.to_dict()
     limits: dict[str, float] = {}
     sources: dict[str, str] = {}
     for key in BUDGETS:
@@ -168,7 +168,7 @@ def sustained_power(profile: Any, threads: int, latency_s: float, rate_hz: float
     """Board watts serving ``rate_hz`` inferences/s: busy cores draw only while running."""
     from ..estimate import power_w
 
-    idle = float(profile.power["idle_w"])
+    idle = profile.power.idle_w
     duty = min(1.0, max(0.0, rate_hz * latency_s))
     return idle + (power_w(profile, threads) - idle) * duty
 

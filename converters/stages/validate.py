@@ -84,7 +84,7 @@ class Validate(Stage):
             drop, unit = (metrics["accuracy_float"] - metrics["accuracy_int8"]) * 100, "points"
         else:
             drop, unit = (1 - metrics["cosine"]) * 100, "x (1 - cosine) x 100"
-        budget = float(ctx.profile.budgets["accuracy_drop"])
+        budget = ctx.profile.budgets.accuracy_drop
         if drop > budget:
             ctx.warn(f"int8 loses {drop:.2f} {unit} against float, over the {ctx.profile.name} "
                      f"accuracy budget of {budget:g}: rebuild with --max-accuracy-drop {budget:g} "

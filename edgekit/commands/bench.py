@@ -23,10 +23,11 @@ def bench_feeds(model: Any, batch: int) -> dict[str, np.ndarray]:
     from edgekit.probe import probe_feeds
 
     vectors: dict[str, np.ndarray] = {}
-    if model.manifest.get("test_vectors"):
+    if model.spec.test_vectors:
         vectors = model.artifact.test_vectors()
     feeds = {}
-    for spec, (name, row) in zip(model.inputs, probe_feeds(model).items(), strict=True):
+    rows = probe_feeds(model.inputs, vectors)
+    for spec, (name, row) in zip(model.inputs, rows.items(), strict=True):
         source = vectors.get(f"in/{spec.name}", row)
         reps = -(-batch // max(1, len(source)))
         feeds[name] = np.ascontiguousarray(np.concatenate([source] * reps)[:batch], np.float32)
@@ -61,7 +62,7 @@ def bench_one(path: str, threads: int | str, batch: int, duration: float, runs: 
                 break
         elapsed = time.perf_counter() - start
         chosen = model.threads
-        power = PowerModel.from_profile(model.manifest["target"]["profile"])
+        power = PowerModel.from_profile(model.spec.target.profile)
         seconds_per_sample = float(np.median(times)) / batch
         label = f"auto->{chosen}" if threads == "auto" else str(threads)
         return {
@@ -115,8 +116,8 @@ def command(artifact: str, threads: list[int | str], batches: list[int], duratio
     from edgekit.artifact import read_artifact
     from edgekit.stats import usable_cpus
 
-    manifest = read_artifact(artifact).manifest
-    fixed = manifest["inputs"][0]["shape"][0] if manifest["inputs"] else None
+    spec = read_artifact(artifact).spec
+    fixed = spec.inputs[0].shape[0] if spec.inputs else None
     rows = []
     for t in threads:
         for b in batches:
@@ -127,6 +128,6 @@ def command(artifact: str, threads: list[int | str], batches: list[int], duratio
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(f"{artifact}: target {manifest['target']['name']}, runtime {rows[0]['runtime']}, "
+    click.echo(f"{artifact}: target {spec.target.name}, runtime {rows[0]['runtime']}, "
                f"{usable_cpus()} usable CPUs, warm-up {warmup}, {duration:g} s per row")
     click.echo(table(rows))

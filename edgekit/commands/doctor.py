@@ -47,7 +47,7 @@ def report(root: str, target: str) -> dict[str, Any]:
         "edgekit": __version__, "python": sys.version.split()[0], "numpy": np.__version__,
         "machine": platform.machine(), "system": platform.platform(),
         "cpus": {"count": os.cpu_count(), "usable": usable_cpus(), "affinity": affinity,
-                 "profile_cores": profile.cpu["cores"]},
+                 "profile_cores": profile.cpu.cores},
         "runtimes": runtimes(), "target": profile.name,
         "thresholds": {"soft_limit_c": thresholds.soft_limit_c,
                        "hard_limit_c": thresholds.hard_limit_c,

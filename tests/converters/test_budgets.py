@@ -13,13 +13,13 @@ from edgekit.errors import UserError
 def test_profile_defaults_and_overrides():
     rpi4 = load_profile("rpi4")
     plain = B.resolve(rpi4)
-    assert plain.limits == {k: float(rpi4.budgets[k]) for k in B.BUDGETS}
+    assert plain.limits == {k: float(getattr(rpi4.budgets, k)) for k in B.BUDGETS}
     assert set(plain.sources.values()) == {"profile rpi4"}
     tight = B.resolve(rpi4, {"latency_ms": 40, "ram_mb": 64.0})
     assert tight.limits["latency_ms"] == 40.0 and tight.sources["latency_ms"] == "flag"
-    assert tight.limits["storage_mb"] == rpi4.budgets["storage_mb"]
+    assert tight.limits["storage_mb"] == rpi4.budgets.storage_mb
     # a faster answer is not more answers per second: the power rate stays the profile's
-    assert tight.rate_hz == pytest.approx(1000.0 / rpi4.budgets["latency_ms"])
+    assert tight.rate_hz == pytest.approx(1000.0 / rpi4.budgets.latency_ms)
     assert B.resolve(rpi4, {"rate_hz": 2}).rate_hz == 2.0
 
 
@@ -56,7 +56,7 @@ def test_checks_say_which_budget_missed_and_by_how_much():
 
 def test_sustained_power_scales_with_duty_cycle():
     rpi4 = load_profile("rpi4")
-    idle, full = rpi4.power["idle_w"], rpi4.power["full_load_w"]
+    idle, full = rpi4.power.idle_w, rpi4.power.full_load_w
     assert B.sustained_power(rpi4, 4, 0.0, 10) == pytest.approx(idle)
     assert B.sustained_power(rpi4, 4, 0.05, 10) == pytest.approx(idle + 0.5 * (full - idle))
     assert B.sustained_power(rpi4, 4, 1.0, 10) == pytest.approx(full)  # busy all the time

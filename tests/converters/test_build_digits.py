@@ -24,9 +24,10 @@ def test_artifact_at_least_3_5x_smaller_than_fp32_onnx(digits_onnx_artifact):
 
 
 def test_manifest_records_the_build(digits_artifact):
-    m = read_artifact(digits_artifact).manifest
+    artifact = read_artifact(digits_artifact)
+    m = artifact.manifest
     assert m["target"]["name"] == "rpi4"
-    assert m["target"]["profile"]["cpu"]["core"] == "cortex-a72"
+    assert artifact.spec.target.profile.cpu.core == "cortex-a72"
     assert len(m["source"]["sha256"]) == 64
     names = [s["name"] for s in m["stages"]]
     for stage in ("load", "prepare", "data", "calibrate", "quantize", "validate", "package"):

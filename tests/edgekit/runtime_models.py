@@ -99,12 +99,30 @@ def conv_onnx(size: int = 32, channels: int = 32, classes: int = 10, in_channels
     )
 
 
+def minimal_manifest(target: str = "rpi4", inputs: list[dict] | None = None,
+                     outputs: list[dict] | None = None, model_bytes: int = 0) -> dict:
+    """A manifest that passes ``Manifest.from_dict`` (one onnx model in ``model.onnx``)."""
+    profile = load_profile(target)
+    return {
+        "edgekit_version": "0.1.0", "created": "2025-01-01T00:00:00+00:00",
+        "target": {"name": profile.name, "sha256": profile.sha256, "profile": profile.to_dict()},
+        "source": {"name": "test", "format": "onnx", "sha256": "", "bytes": model_bytes},
+        "stages": [], "quantization": {},
+        "inputs": inputs if inputs is not None else [{"name": "x", "shape": [1, 4],
+                                                      "dtype": "float32"}],
+        "outputs": outputs if outputs is not None else [{"name": "y", "shape": [1, 2],
+                                                         "dtype": "float32"}],
+        "models": [{"format": "onnx", "path": "model.onnx", "runtime": "onnxruntime",
+                    "bytes": model_bytes}],
+        "validation": {},
+    }
+
+
 def write_model_artifact(path: str | Path, model: bytes, input_shape: list, classes: int = 10,
                          target: str = "rpi4", preprocess: dict | None = None,
                          vectors: np.ndarray | None = None, labels: list[str] | None = None
                          ) -> Path:
     """Pack a float ONNX model with a hand-written manifest (schema of edgekit/artifact.py)."""
-    profile = load_profile(target)
     batch = input_shape[0]
     inp = {"name": "x", "shape": list(input_shape), "dtype": "float32",
            "layout": "NCHW" if len(input_shape) == 4 else ""}
@@ -114,17 +132,20 @@ def write_model_artifact(path: str | Path, model: bytes, input_shape: list, clas
     if labels:
         out["labels"] = labels
     members = {"model.onnx": model}
-    manifest = {
-        "edgekit_version": "0.1.0", "created": "2025-01-01T00:00:00+00:00",
-        "target": {"name": profile.name, "sha256": profile.sha256, "profile": profile.to_dict()},
-        "source": {"name": "test", "format": "onnx", "sha256": "", "bytes": len(model)},
-        "stages": [], "quantization": {}, "inputs": [inp], "outputs": [out],
-        "models": [{"format": "onnx", "path": "model.onnx", "runtime": "onnxruntime",
-                    "bytes": len(model)}],
-        "validation": {},
-    }
+    manifest = minimal_manifest(target, inputs=[inp], outputs=[out], model_bytes=len(model))
     if vectors is not None:
         members[TEST_VECTORS] = encode_test_vectors({"in/x": vectors.astype(np.float32)})
         manifest["test_vectors"] = {"path": TEST_VECTORS, "count": len(vectors), "tolerance": 0}
     write_artifact(path, manifest, members)
     return Path(path)
+
+
+def set_in(data: dict, path: tuple, value: object) -> None:
+    """Set (or, with None, delete) one value deep inside a manifest: a test's corruption."""
+    *parents, last = path
+    for key in parents:
+        data = data[key]
+    if value is None:
+        del data[last]
+    else:
+        data[last] = value

@@ -17,8 +17,8 @@ from edgekit.batcher import batch_policy
 from edgekit.errors import InternalError, QueueFullError, UserError
 from edgekit.power import HOT, LOW_BATTERY, NORMAL, ON_BATTERY, THROTTLED, UNKNOWN
 
+from .fake_sysfs import laptop_tree, put
 from .runtime_models import conv_onnx, mlp_onnx, write_model_artifact
-from .test_power import laptop_tree, put
 
 
 @pytest.fixture(scope="module")
@@ -199,3 +199,28 @@ def test_batcher_switches_policy_when_power_source_changes(mlp_artifact: Path,
         info = model.stats()["batcher"]
         assert info["state"] == ON_BATTERY and info["max_batch"] == 16
         assert info["max_wait_ms"] == pytest.approx(25.0) and info["policy_changes"] == 2
+
+
+def test_batcher_runs_on_a_bare_session_without_a_model(mlp_artifact: Path) -> None:
+    """The batcher needs only the session contract (``SessionLike``), not ``Model``."""
+    from edgekit.artifact import read_artifact
+    from edgekit.backends import TensorSpec
+    from edgekit.batcher import Batcher
+    from edgekit.session import Session
+
+    artifact = read_artifact(mlp_artifact)
+    entry = artifact.spec.models[0]
+    inputs = [TensorSpec.from_manifest(e.data) for e in artifact.spec.inputs]
+    outputs = [TensorSpec.from_manifest(e.data) for e in artifact.spec.outputs]
+    session = Session(artifact.read(entry.path), entry, OnnxRuntimeBackend, inputs, outputs)
+    session.start(session.make_backend(BackendOptions(threads=1)))
+    batcher = Batcher(session, policy="latency", budget_ms=50.0, max_batch=4)
+    try:
+        x = rows(12)
+        got = np.concatenate([f.result(timeout=30) for f in
+                              [batcher.submit(x[i:i + 1]) for i in range(12)]])
+        np.testing.assert_allclose(got, session.run_feeds({"x": x})[0], rtol=1e-5, atol=1e-6)
+        assert batcher.info()["completed"] == 12 and session.recorder.n >= 2
+    finally:
+        batcher.close()
+        session.close()

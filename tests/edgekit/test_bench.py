@@ -11,8 +11,8 @@ import pytest
 import edgekit
 from edgekit.cli import main
 
+from .fake_sysfs import pi4_tree
 from .runtime_models import conv_onnx, write_model_artifact
-from .test_power import pi4_tree
 
 SAMPLES = Path(__file__).resolve().parents[2] / "examples" / "raspberrypi" / "samples"
 

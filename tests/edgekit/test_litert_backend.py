@@ -4,6 +4,7 @@ runs larger batches on a batch-1 model, and fails with typed errors."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -59,11 +60,13 @@ def test_nchw_in_nchw_out_matches_onnxruntime(segmenter):
 
 def test_threads_and_missing_entry(segmenter):
     artifact = read_artifact(segmenter)
-    manifest = artifact.manifest
-    entry = next(m for m in manifest["models"] if m["format"] == "tflite")
-    data = artifact.read(entry["path"])
-    inputs = [TensorSpec.from_manifest(i) for i in manifest["inputs"]]
-    outputs = [TensorSpec.from_manifest(o) for o in manifest["outputs"]]
+    spec = artifact.spec
+    tflite = spec.model("tflite")
+    assert tflite is not None
+    entry = tflite.data
+    data = artifact.read(tflite.path)
+    inputs = [TensorSpec.from_manifest(i.data) for i in spec.inputs]
+    outputs = [TensorSpec.from_manifest(o.data) for o in spec.outputs]
     x = {"image": np.random.default_rng(1).standard_normal((1, 3, 12, 10)).astype(np.float32)}
     one = LiteRTBackend(data, inputs, outputs, BackendOptions(threads=1), entry=entry).run(x)
     two = LiteRTBackend(data, inputs, outputs, BackendOptions(threads=2), entry=entry).run(x)
@@ -75,9 +78,9 @@ def test_threads_and_missing_entry(segmenter):
 
 
 def test_typed_errors(segmenter):
-    manifest = read_artifact(segmenter).manifest
-    inputs = [TensorSpec.from_manifest(i) for i in manifest["inputs"]]
-    outputs = [TensorSpec.from_manifest(o) for o in manifest["outputs"]]
+    spec = read_artifact(segmenter).spec
+    inputs = [TensorSpec.from_manifest(i.data) for i in spec.inputs]
+    outputs = [TensorSpec.from_manifest(o.data) for o in spec.outputs]
     with pytest.raises(ArtifactError, match="litert could not load"):
         LiteRTBackend(b"not a flatbuffer" * 8, inputs, outputs, BackendOptions())
     with edgekit.load(segmenter, backend="litert") as model:
@@ -85,16 +88,24 @@ def test_typed_errors(segmenter):
             model.backend.run({"image": np.zeros((1, 3, 10, 12), np.float32)})
 
 
-def test_tflite_runtime_fallback_is_registered_and_reports_missing():
+def test_tflite_runtime_fallback_is_registered_and_reports_missing(segmenter, monkeypatch):
     cls = by_name("tflite-runtime")
     assert cls is TFLiteRuntimeBackend and cls.format == "tflite"
     assert cls.package == "tflite-runtime" and LiteRTBackend.available()
-    try:
-        import tflite_runtime  # noqa: F401
-    except Exception:  # not installable next to numpy 2 on this host
-        assert not cls.available()
+    # whatever is installed here, available() must agree with what loading it does
+    if cls.available():
+        with edgekit.load(segmenter, backend="tflite-runtime") as model:
+            assert model.runtime == "tflite-runtime"
     else:
-        assert cls.available()
+        with pytest.raises(RuntimeUnavailableError, match="pip install tflite-runtime"):
+            edgekit.load(segmenter, backend="tflite-runtime")
+    # a runtime whose import fails (a broken wheel, numpy 2 against tflite-runtime) is not
+    # available, and the artifact falls back to the next format the profile lists
+    monkeypatch.setitem(sys.modules, LiteRTBackend.module, None)  # import raises ImportError
+    monkeypatch.setitem(sys.modules, TFLiteRuntimeBackend.module, None)
+    assert not LiteRTBackend.available() and not cls.available()
+    with edgekit.load(segmenter) as model:
+        assert model.runtime == "onnxruntime" and model.format == "onnx"
 
 
 def test_forcing_an_uninstalled_runtime_says_how_to_install(segmenter):

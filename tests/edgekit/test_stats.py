@@ -22,7 +22,7 @@ def test_ring_keeps_the_latest_entries_in_order() -> None:
 
 
 def test_summary_energy_uses_the_profile_power_model() -> None:
-    power = PowerModel.from_profile(load_profile("rpi4").to_dict())
+    power = PowerModel.from_profile(load_profile("rpi4"))
     assert power.watts(1) == pytest.approx(2.7 + 3.7 / 4)
     assert power.watts(8) == pytest.approx(6.4)  # capped at the profile's 4 cores
     ring = Recorder(size=16)
@@ -45,7 +45,7 @@ def test_typical_is_the_mean_so_stalls_count() -> None:
 
 
 def test_sampled_entries_count_for_the_calls_they_stand_for() -> None:
-    power = PowerModel.from_profile(load_profile("rpi4").to_dict())
+    power = PowerModel.from_profile(load_profile("rpi4"))
     ring = Recorder(size=16)
     ring.add(0.0, 0.0001, 1, 1, weight=8)  # one timed call of eight fast ones
     ring.add(0.0008, 0.0010, 2, 1)  # a timed batch of 2
@@ -71,4 +71,4 @@ def test_predict_on_a_fast_model_times_one_call_in_eight(tmp_path) -> None:  # n
     # a ~10 us model: about one call in SAMPLE_STRIDE is timed, each standing for the calls
     # after it (exact unless a preempted call > 200 us was timed alone)
     assert abs(stats["executions"] - (1 + 8 * SAMPLE_STRIDE)) < SAMPLE_STRIDE
-    assert model._recorder.n < (1 + 8 * SAMPLE_STRIDE) / 2
+    assert model.session.recorder.n < (1 + 8 * SAMPLE_STRIDE) / 2

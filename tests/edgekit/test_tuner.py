@@ -20,10 +20,10 @@ from edgekit.power import HOT, LOW_BATTERY, NORMAL, ON_BATTERY, THROTTLED
 from edgekit.stats import PowerModel
 from edgekit.tuner import ThreadTuner
 
+from .fake_sysfs import laptop_tree, put
 from .runtime_models import conv_onnx, mlp_onnx, write_model_artifact
-from .test_power import laptop_tree, put
 
-RPI4_POWER = PowerModel.from_profile(load_profile("rpi4").to_dict())
+RPI4_POWER = PowerModel.from_profile(load_profile("rpi4"))
 FAST = {"budget_s": 0.3, "retune_budget_s": 0.2, "check_s": 0.02, "cooldown_s": 0.0}
 
 
@@ -33,6 +33,27 @@ def conv_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     x = np.random.default_rng(0).random((4, 1, 32, 32), dtype=np.float32)
     return write_model_artifact(out, conv_onnx(size=32, channels=16), ["N", 1, 32, 32],
                                 vectors=x)
+
+
+class StepClock:
+    """The tuner's injected clock: a test moves time instead of sleeping or poking fields."""
+
+    def __init__(self) -> None:
+        self.now = time.perf_counter()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def tuner_for(model: edgekit.model.Model, options: TunerOptions,
+              clock: StepClock | None = None) -> ThreadTuner:
+    """A tuner on a fixed-thread model's session (not started: the test calls check())."""
+    return ThreadTuner(model.session, "latency", model.power_monitor(),
+                       model.spec.target.profile, options,
+                       power_root=model.options.power_root, clock=clock or time.perf_counter)
 
 
 def wait_for(predicate, timeout: float = 30.0) -> bool:  # noqa: ANN001
@@ -90,7 +111,7 @@ def test_auto_probes_every_candidate_at_load(conv_artifact: Path, tmp_path: Path
 def test_fixed_threads_skip_the_tuner(conv_artifact: Path, tmp_path: Path) -> None:
     with edgekit.load(conv_artifact, threads=1, power_root=str(tmp_path)) as model:
         assert model.threads == 1 and model.stats().get("tuner") is None
-        assert model._monitor is None  # no background polling for a plain fixed model
+        assert model.monitor is None  # no background polling for a plain fixed model
 
 
 def test_efficiency_policy_turns_off_spinning(conv_artifact: Path, tmp_path: Path) -> None:
@@ -116,7 +137,7 @@ def test_retunes_on_power_state_change(conv_artifact: Path, tmp_path: Path) -> N
     root = laptop_tree(tmp_path)
     with edgekit.load(conv_artifact, threads="auto", policy="latency", power_root=str(root),
                       monitor_interval_s=3600, tuner=FAST) as model:
-        tuner = model._tuner
+        tuner = model.tuner
         put(root, "sys/class/power_supply/AC/online", "0")
         put(root, "sys/class/power_supply/BAT0/status", "Discharging")
         model.power_monitor().poll()  # the poller thread would do this within its interval
@@ -141,7 +162,7 @@ def test_retunes_when_load_average_moves_by_a_core(conv_artifact: Path,
     put(tmp_path, "proc/loadavg", "0.10 0.10 0.10 1/100 1")
     with edgekit.load(conv_artifact, threads="auto", power_root=str(tmp_path),
                       tuner=FAST) as model:
-        tuner = model._tuner
+        tuner = model.tuner
         assert wait_for(lambda: tuner._tuned_load is not None)
         put(tmp_path, "proc/loadavg", "2.60 0.50 0.20 3/100 1")
         model.power_monitor().poll()
@@ -150,9 +171,8 @@ def test_retunes_when_load_average_moves_by_a_core(conv_artifact: Path,
 
 def test_latency_drift_needs_consecutive_strikes(conv_artifact: Path, tmp_path: Path) -> None:
     with edgekit.load(conv_artifact, threads=1, power_root=str(tmp_path)) as model:
-        tuner = ThreadTuner(model, "latency", model.power_monitor(),
-                            TunerOptions(cooldown_s=0.0, min_samples=5, strikes=2))  # not started
-        recorder = model._recorder
+        tuner = tuner_for(model, TunerOptions(cooldown_s=0.0, min_samples=5, strikes=2))
+        recorder = model.session.recorder
 
         def feed(ms: float, n: int = 10) -> None:
             for _ in range(n):
@@ -181,26 +201,28 @@ def test_probe_failure_falls_back_to_all_cores(tmp_path: Path) -> None:
     # refuses that shape (the model needs 16): the load must still succeed.
     artifact = write_model_artifact(tmp_path / "sym.edgekit", mlp_onnx(), ["N", "F"])
     with edgekit.load(artifact, threads="auto", power_root=str(tmp_path)) as model:
-        event = model._tuner.events[0]
+        event = model.tuner.events[0]
         assert event["reason"].startswith("initial: probe failed")
-        assert model.threads == max(model._tuner.candidates)
+        assert model.threads == max(model.tuner.candidates)
         assert model.predict(np.zeros((2, 16), np.float32)).shape == (2, 10)
 
 
 def test_cooldown_delays_a_drift_retune_but_keeps_learning(conv_artifact: Path,
                                                             tmp_path: Path) -> None:
     with edgekit.load(conv_artifact, threads=1, power_root=str(tmp_path)) as model:
-        tuner = ThreadTuner(model, "latency", model.power_monitor(),
-                            TunerOptions(cooldown_s=3600.0, min_samples=5, strikes=2))
-        tuner._tuned_at = time.perf_counter()  # as right after a re-tune
-        recorder = model._recorder
+        clock = StepClock()
+        tuner = tuner_for(model, TunerOptions(cooldown_s=3600.0, min_samples=5, strikes=2),
+                          clock)
+        tuner.start()  # as right after a re-tune: the cooldown starts now
+        tuner.stop()  # ... but the test drives check() itself
+        recorder = model.session.recorder
         for ms in (1.0, 1.0, 1.0, 3.0, 3.0, 3.0):  # warm-up window, baseline, then a jump
             for _ in range(10):
                 t = time.perf_counter()
                 recorder.add(t - ms / 1e3, t, 1, 1)
             assert tuner.check() is None  # cooling down: never a re-tune
         assert tuner._baseline == pytest.approx(1e-3, rel=0.01) and tuner._strikes == 3
-        tuner._tuned_at -= 3600.0  # cooldown over: the strikes it saw count
+        clock.advance(3601.0)  # cooldown (3600 s) over: the strikes it saw count
         for _ in range(10):
             t = time.perf_counter()
             recorder.add(t - 3e-3, t, 1, 1)
@@ -211,20 +233,20 @@ def test_retunes_when_other_processes_free_or_take_a_core(conv_artifact: Path,
                                                           tmp_path: Path) -> None:
     # proc/stat under the power root: other processes' CPU time, the fast load signal that
     # sees a competitor leave (the 1-min load average needs a minute for that).
-    from edgekit.stats import _TICK, process_cpu_seconds
+    from edgekit.stats import _TICK
 
     ticks = [1000]
 
     def others_used(cores: float) -> None:  # ... over the last second, as the kernel counts
         ticks[0] += round(cores * _TICK)
         put(tmp_path, "proc/stat", f"cpu {ticks[0]} 0 0 90000 10 0 0 0 0 0\ncpu0 1 2 3 4")
-        meter = tuner._busy
-        meter._mark = (time.perf_counter() - 1.0, meter._mark[1], process_cpu_seconds())
+        clock.advance(1.0)
 
     put(tmp_path, "proc/stat", f"cpu {ticks[0]} 0 0 90000 10 0 0 0 0 0")
+    clock = StepClock()
+    options = TunerOptions(cooldown_s=0.0, strikes=2, busy_tau_s=1e-3)
     with edgekit.load(conv_artifact, threads=1, power_root=str(tmp_path)) as model:
-        tuner = ThreadTuner(model, "latency", model.power_monitor(),
-                            TunerOptions(cooldown_s=0.0, strikes=2, busy_tau_s=1e-3))
+        tuner = tuner_for(model, options, clock)
         others_used(1.0)
         assert tuner.check() is None and tuner._tuned_busy == pytest.approx(1.0, abs=0.05)
         others_used(0.8)
@@ -233,12 +255,14 @@ def test_retunes_when_other_processes_free_or_take_a_core(conv_artifact: Path,
         assert tuner.check() is None  # one strike is not enough (hysteresis)
         others_used(0.0)
         assert (tuner.check() or "").startswith("cpu busy 1.00->0.00 cores")
-        tuner._tuned_busy, tuner._busy_strikes = 0.0, 0
+        tuner = tuner_for(model, options, clock)  # as tuned with the core free
+        others_used(0.0)
+        assert tuner.check() is None and tuner._tuned_busy == pytest.approx(0.0, abs=0.05)
         others_used(1.0)
         assert tuner.check() is None
         others_used(1.0)
         assert (tuner.check() or "").startswith("cpu busy 0.00->1.00")
     (tmp_path / "proc/stat").unlink()  # no proc/stat (not Linux, a bare fake root): no signal
     with edgekit.load(conv_artifact, threads=1, power_root=str(tmp_path)) as model:
-        tuner = ThreadTuner(model, "latency", model.power_monitor(), TunerOptions())
+        tuner = tuner_for(model, TunerOptions())
         assert tuner._busy.read() is None and tuner.check() is None

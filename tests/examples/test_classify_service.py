@@ -63,12 +63,12 @@ def test_committed_artifact_is_current() -> None:
     both `pip install edgekit[litert]` and `[onnx]` can run it on the Pi."""
     from edgekit.artifact import read_artifact
 
-    manifest = read_artifact(ARTIFACT).manifest
+    artifact = read_artifact(ARTIFACT)
+    manifest = artifact.manifest
     assert manifest["target"]["name"] == "rpi4"
     assert manifest["source"]["sha256"] == hashlib.sha256(DIGITS_ONNX.read_bytes()).hexdigest()
     formats = {m["format"] for m in manifest["models"]}
-    assert formats == set(manifest["target"]["profile"]["runtime"]["formats"]) == {"tflite",
-                                                                                   "onnx"}
+    assert formats == set(artifact.spec.target.profile.runtime.formats) == {"tflite", "onnx"}
     assert manifest["validation"]["accuracy_int8"] >= 0.98
 
 

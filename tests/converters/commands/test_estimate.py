@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from click.testing import CliRunner
+from edgekit.targets import load_profile
 from onnx import TensorProto
 
 from edgekit.cli import cli
@@ -29,8 +30,11 @@ def test_estimate_command_on_onnx_and_on_a_built_artifact(tmp_path: Path) -> Non
     from edgekit.artifact import write_artifact
 
     artifact = tmp_path / "digits.edgekit"
-    write_artifact(artifact, {"models": [{"format": "onnx", "path": "model.onnx"}]},
-                   {"model.onnx": DIGITS.read_bytes()})
+    profile = load_profile("rpi4")  # the least manifest a device accepts (Manifest.from_dict)
+    manifest = {"target": {"name": profile.name, "sha256": profile.sha256,
+                           "profile": profile.to_dict()},
+                "inputs": [], "outputs": [], "models": [{"format": "onnx", "path": "model.onnx"}]}
+    write_artifact(artifact, manifest, {"model.onnx": DIGITS.read_bytes()})
     result = CliRunner().invoke(cli, ["estimate", "-t", "rpi4", "--threads", "2",
                                       "--json", str(artifact)])
     assert result.exit_code == 0, result.output

@@ -23,7 +23,7 @@ def expected_formats(path: Path, target: str) -> set[str]:
     """Formats in the artifact that this edgekit has a backend for and the target's sysroot
     has the runtime of: each must be verified, not skipped. Never empty: a test comparing
     against an empty set would pass without verifying anything."""
-    runtimes = set(load_profile(target).emulation["runtimes"])
+    runtimes = set(load_profile(target).emulation.runtimes)
     formats = set()
     for entry in read_artifact(path).manifest["models"]:
         if any(cls.package in runtimes for cls in backends_for(entry["format"])):

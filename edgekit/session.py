@@ -1,0 +1,213 @@
+"""The session under a ``Model``: one live backend, swapped atomically, and the recorder of
+its executions. The tuner and the batcher depend on it through ``SessionLike`` (never on
+``Model``), so ``edgekit.model`` sits above them and no import cycle is needed.
+
+Also ``RuntimeOptions``: every option ``edgekit.load`` takes, in one frozen record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from time import perf_counter
+from typing import Any, Protocol
+
+import numpy as np
+
+from edgekit.backends import Backend, BackendOptions, TensorSpec
+from edgekit.errors import InputError, UserError
+from edgekit.manifest import ModelEntry
+from edgekit.policy import TunerOptions, check_policy, tuner_options
+from edgekit.stats import Recorder
+
+_FLOAT_KINDS = ("f",)
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """How a loaded model runs (the keyword options of ``edgekit.load``)."""
+
+    threads: int | str = 0  # a count (0 = runtime default) or "auto" (the tuner)
+    allow_spinning: bool = True  # onnxruntime spin-wait (always off for "efficiency")
+    policy: str = "balanced"  # "balanced" | "latency" | "efficiency"
+    power_root: str = "/"  # where sysfs and proc are (a fake tree in tests)
+    tuner: TunerOptions | None = None
+    monitor_interval_s: float = 2.0  # power monitor poll interval
+    max_batch: int = 8  # submit(): the batcher's batch size in the normal power state
+    max_wait_ms: float | None = None  # submit(): wait for more requests (None: by policy)
+    queue_size: int = 1024  # submit(): requests waiting at most
+    power_aware: bool = True  # submit(): batching follows the power state
+
+    @classmethod
+    def build(cls, threads: int | str = 0, tuner: TunerOptions | dict[str, Any] | None = None,
+              policy: str = "balanced", **fields: Any) -> RuntimeOptions:
+        """Checked options: a bad policy, thread count or tuner key is a ``UserError``."""
+        if threads != "auto" and (isinstance(threads, str) or isinstance(threads, bool)
+                                  or int(threads) < 0):
+            raise UserError(f"threads must be 'auto' or a count >= 0 (0 = runtime "
+                            f"default); got {threads!r}")
+        return cls(threads=threads if threads == "auto" else int(threads),
+                   tuner=tuner_options(tuner), policy=check_policy(policy), **fields)
+
+    @property
+    def auto(self) -> bool:
+        return self.threads == "auto"
+
+
+class SessionLike(Protocol):
+    """What the tuner and the batcher need from the layer that runs the model."""
+
+    @property
+    def backend(self) -> Backend: ...
+
+    @property
+    def recorder(self) -> Recorder: ...
+
+    @property
+    def runtime(self) -> str: ...
+
+    @property
+    def inputs(self) -> list[TensorSpec]: ...
+
+    def make_backend(self, options: BackendOptions) -> Backend: ...
+
+    def swap(self, backend: Backend, close: bool = True) -> Backend: ...
+
+    def prepare_feeds(self, x: np.ndarray | dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+    def run_feeds(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]: ...
+
+    def format_outputs(self, results: list[np.ndarray]
+                       ) -> np.ndarray | dict[str, np.ndarray]: ...
+
+
+class Session:
+    """One model's live backend session, its I/O contract and its execution recorder."""
+
+    def __init__(self, model_bytes: bytes, entry: ModelEntry, backend_class: type[Backend],
+                 inputs: list[TensorSpec], outputs: list[TensorSpec]) -> None:
+        self.entry = entry
+        self.backend_class = backend_class
+        self.inputs = inputs
+        self.outputs = outputs
+        self.recorder = Recorder()
+        self.fixed_batch = inputs[0].fixed_batch if inputs else None
+        self._model_bytes = model_bytes
+        self._names = {s.name for s in inputs}
+        self._backend: Backend | None = None
+        self._listeners: list[Callable[[Backend], None]] = []
+
+    @property
+    def runtime(self) -> str:
+        return self.backend_class.name
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            raise UserError("the session has no backend yet (expected start() first)")
+        return self._backend
+
+    def make_backend(self, options: BackendOptions) -> Backend:
+        """A new backend for this model (threads are fixed per backend by every runtime)."""
+        return self.backend_class(self._model_bytes, self.inputs, self.outputs, options,
+                                  entry=self.entry.data)
+
+    def start(self, backend: Backend) -> None:
+        self._set(backend)
+
+    def on_swap(self, listener: Callable[[Backend], None]) -> None:
+        """Call ``listener(new_backend)`` on every swap (and now, if a backend is live)."""
+        self._listeners.append(listener)
+        if self._backend is not None:
+            listener(self._backend)
+
+    def swap(self, backend: Backend, close: bool = True) -> Backend:
+        """Replace the live backend; callers already inside a run finish on the old one.
+        ``close=False`` leaves closing the old one to the caller (the tuner, after a grace)."""
+        old = self.backend
+        self._set(backend)
+        if close:
+            old.close()
+        return old
+
+    def _set(self, backend: Backend) -> None:
+        # run_feeds reads only ``_backend`` (one attribute store), and each listener keeps
+        # its own single-store view: a concurrent caller sees the old backend or the new one.
+        self._backend = backend
+        for listener in self._listeners:
+            listener(backend)
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+
+    # -- inference --------------------------------------------------------------------
+    def prepare_feeds(self, x: np.ndarray | dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Check names, shapes and dtypes against the manifest; return float32 feeds."""
+        if not isinstance(x, dict):
+            if len(self.inputs) != 1:
+                names = ", ".join(s.name for s in self.inputs)
+                raise InputError(f"this model has {len(self.inputs)} inputs ({names}): pass a dict")
+            x = {self.inputs[0].name: x}
+        missing = [s.name for s in self.inputs if s.name not in x]
+        extra = [k for k in x if k not in self._names]
+        if missing or extra:
+            raise InputError(
+                f"inputs expected {[s.name for s in self.inputs]}, got {list(x)}"
+                + (f"; missing {missing}" if missing else "")
+                + (f"; unknown {extra}" if extra else "")
+            )
+        return {spec.name: check_array(spec, x[spec.name]) for spec in self.inputs}
+
+    def run_feeds(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """Run validated feeds; a fixed batch-1 model runs a larger batch row by row."""
+        backend = self._backend  # read once: the tuner may swap backends concurrently
+        assert backend is not None, "run_feeds() before start()"
+        first = next(iter(feeds.values())) if feeds else None
+        batch = first.shape[0] if first is not None and first.ndim else 1
+        fixed = self.fixed_batch
+        t0 = perf_counter()
+        if fixed is None or batch == fixed:
+            results = backend.run(feeds)
+        else:
+            rows = [backend.run({k: v[i:i + 1] for k, v in feeds.items()}) for i in range(batch)]
+            results = [np.concatenate([r[j] for r in rows]) for j in range(len(self.outputs))]
+        # hot-path bookkeeping for stats() and the tuner: four numbers into a ring buffer
+        self.recorder.add(t0, perf_counter(), batch, backend.options.threads)
+        return results
+
+    def format_outputs(self, results: list[np.ndarray]) -> np.ndarray | dict[str, np.ndarray]:
+        if len(results) == 1:
+            return results[0]
+        return {spec.name: value for spec, value in zip(self.outputs, results, strict=True)}
+
+
+def check_array(spec: TensorSpec, value: Any) -> np.ndarray:
+    array = np.asarray(value)
+    if array.dtype.kind not in _FLOAT_KINDS:
+        raise InputError(
+            f"input {spec.name!r}: expected dtype {spec.dtype} (any float accepted), "
+            f"got {array.dtype}"
+        )
+    if array.ndim != len(spec.shape):
+        raise InputError(
+            f"input {spec.name!r}: expected shape {_dims(spec.shape)} "
+            f"({len(spec.shape)} dims, layout {spec.layout or 'as exported'}), got "
+            f"{_dims(array.shape)} ({array.ndim} dims)"
+        )
+    for axis, (want, got) in enumerate(zip(spec.shape, array.shape, strict=True)):
+        if axis == 0 and isinstance(want, int) and want == 1:
+            continue  # fixed batch 1 models accept larger batches, run row by row
+        if isinstance(want, int) and want > 0 and want != got:
+            raise InputError(
+                f"input {spec.name!r}: expected shape {_dims(spec.shape)}"
+                f"{' ' + spec.layout if spec.layout else ''}, got {_dims(array.shape)} "
+                f"(axis {axis}: expected {want}, got {got})"
+            )
+    if array.dtype != np.float32:
+        array = array.astype(np.float32)
+    return np.ascontiguousarray(array)
+
+
+def _dims(shape: tuple) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
