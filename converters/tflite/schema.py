@@ -35,6 +35,7 @@ SCHEMA_VERSION = 3
 OPTIONS: dict[int, tuple[int, type]] = {
     Op.CONV_2D: (S.BuiltinOptions.Conv2DOptions, S.Conv2DOptionsT),
     Op.DEPTHWISE_CONV_2D: (S.BuiltinOptions.DepthwiseConv2DOptions, S.DepthwiseConv2DOptionsT),
+    Op.TRANSPOSE_CONV: (S.BuiltinOptions.TransposeConvOptions, S.TransposeConvOptionsT),
     Op.FULLY_CONNECTED: (S.BuiltinOptions.FullyConnectedOptions, S.FullyConnectedOptionsT),
     Op.AVERAGE_POOL_2D: (S.BuiltinOptions.Pool2DOptions, S.Pool2DOptionsT),
     Op.MAX_POOL_2D: (S.BuiltinOptions.Pool2DOptions, S.Pool2DOptionsT),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from edgekit.converters.tflite.ops import (
     activation,
     conv,
+    convtranspose,
     elementwise,
     gather,
     gelu,
@@ -12,6 +13,7 @@ from edgekit.converters.tflite.ops import (
     layernorm,
     pad,
     pool,
+    recurrent,
     resize,
     shape,
     slice,
@@ -21,6 +23,7 @@ from edgekit.converters.tflite.ops.base import OpSpec
 
 REGISTRY: dict[str, OpSpec] = {
     **conv.SPECS,
+    **convtranspose.SPECS,
     **gemm.SPECS,
     **elementwise.SPECS,
     **activation.SPECS,
@@ -33,6 +36,7 @@ REGISTRY: dict[str, OpSpec] = {
     **gather.SPECS,
     **gelu.SPECS,
     **layernorm.SPECS,
+    **recurrent.SPECS,
 }
 
 # graph rewrites run after shape inference, before conversion: (graph, keep_float) -> count

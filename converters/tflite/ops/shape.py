@@ -37,10 +37,62 @@ def convert_reshape(ctx: ConversionContext, node: onnx.NodeProto) -> None:
                 order).reshape(-1)
             ctx.bind(node, 0, out)
             return
-        x = ctx.to_layout(x, plain)
-    out = ctx.output(node, 0, identity(rank_out), x.qparams)
+        # keep the layout: move only what the reshape needs (one TRANSPOSE at most, none
+        # when it splits or merges axes that are already adjacent, as in NHWC channel
+        # shuffles or [N, C, H, W] -> [N, C, H*W])
+        x, out_perm = _layout_through_reshape(ctx, x, out_shape)
+    else:
+        out_perm = identity(rank_out)
+    out = ctx.output(node, 0, out_perm, x.qparams)
     ctx.emit(Op.RESHAPE, [x, ctx.int32(out.shape, "shape")], [out], _reshape_options(out.shape))
     ctx.bind(node, 0, out)
+
+
+def _reshape_groups(src: tuple[int, ...], dst: tuple[int, ...]
+                    ) -> list[tuple[list[int], list[int]]] | None:
+    """A reshape as groups of consecutive source axes and destination axes of equal size."""
+    groups: list[tuple[list[int], list[int]]] = []
+    i = j = 0
+    while i < len(src) and j < len(dst):
+        gi, gj, pi, pj = [i], [j], src[i], dst[j]
+        i, j = i + 1, j + 1
+        while pi != pj:
+            if pi < pj and i < len(src):
+                pi, i = pi * src[i], i + 1
+                gi.append(i - 1)
+            elif pj < pi and j < len(dst):
+                pj, j = pj * dst[j], j + 1
+                gj.append(j - 1)
+            else:
+                return None
+        groups.append((gi, gj))
+    if not groups or any(src[k] != 1 for k in range(i, len(src))) or \
+            any(dst[k] != 1 for k in range(j, len(dst))):
+        return None
+    groups[-1][0].extend(range(i, len(src)))  # trailing size-1 axes
+    groups[-1][1].extend(range(j, len(dst)))
+    return groups
+
+
+def _layout_through_reshape(ctx: ConversionContext, x: Value, out_shape: tuple[int, ...]
+                            ) -> tuple[Value, tuple[int, ...]]:
+    """(input in a layout whose bytes the reshape keeps, the output's layout). Groups of
+    axes the reshape merges or splits must sit together and in ONNX order in the TFLite
+    tensor; groups keep the order they already have."""
+    src = x.onnx_shape
+    groups = _reshape_groups(src, tuple(out_shape))
+    if groups is None:
+        return ctx.to_layout(x, identity(x.rank)), identity(len(out_shape))
+    group_of = {a: g for g, (axes, _) in enumerate(groups) for a in axes}
+    first: dict[int, int] = {}
+    for pos, axis in enumerate(x.perm):
+        if src[axis] != 1 or all(src[a] == 1 for a in groups[group_of[axis]][0]):
+            first.setdefault(group_of[axis], pos)
+    order = sorted(range(len(groups)), key=lambda g: first.get(g, len(x.perm)))
+    wanted = tuple(a for g in order for a in groups[g][0])
+    if not order_preserving(src, x.perm, wanted):
+        x = ctx.to_layout(x, wanted)
+    return x, tuple(a for g in order for a in groups[g][1])
 
 
 def _feeds_only_fc(ctx: ConversionContext, node: onnx.NodeProto) -> bool:
