@@ -7,25 +7,33 @@ from typing import Any
 
 import numpy as np
 
+from edgekit.cpu import exact_int8_needs_unfused
+
 from .context import Dataset
 
 BATCH = 32
 
 
-def session(model: str | Path | bytes, threads: int = 0) -> Any:
+def session(model: str | Path | bytes, threads: int = 0, exact_int8: bool = False) -> Any:
+    """An onnxruntime session. ``exact_int8``: compute a QDQ model's int8 math exactly on this
+    CPU, unfused where its fused kernels saturate (``edgekit.cpu``): what validation and test
+    vectors need, since the board's kernels do not saturate."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_ENABLE_BASIC if exact_int8 and exact_int8_needs_unfused(False)
+        else ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
     so.intra_op_num_threads = threads
     so.log_severity_level = 3
     source = model if isinstance(model, bytes) else str(model)
     return ort.InferenceSession(source, sess_options=so, providers=["CPUExecutionProvider"])
 
 
-def run_dataset(model: str | Path | bytes | Any, data: Dataset) -> list[np.ndarray]:
+def run_dataset(model: str | Path | bytes | Any, data: Dataset,
+                exact_int8: bool = False) -> list[np.ndarray]:
     """Outputs for every sample, concatenated along the batch axis, in graph output order."""
-    sess = model if hasattr(model, "run") else session(model)
+    sess = model if hasattr(model, "run") else session(model, exact_int8=exact_int8)
     fixed = [i.shape[0] for i in sess.get_inputs()]
     batch = 1 if any(isinstance(d, int) for d in fixed) else BATCH
     chunks: list[list[np.ndarray]] = []

@@ -109,7 +109,7 @@ def estimate(source: Any, target: Any = "rpi4", threads: list[int] | None = None
 
     profile = target if isinstance(target, Profile) else load_profile(target)
     model_proto = load_model(source)
-    benchmark = (profile.data.get("cost_model") or {}).get("method") == "benchmark"
+    benchmark = profile.cost_model is not None and profile.cost_model.method == "benchmark"
     cost = CostModel.from_profile(profile, load_or_calibrate(run=calibrate) if benchmark else None)
     if threads is None:
         threads = sorted({1, profile.threads})

@@ -168,7 +168,7 @@ def sensitivity(float_path: Path, qdq_path: Path, data: Dataset,
     weights = {i.name for i in model.graph.initializer}
 
     def measure(variant: bytes) -> tuple[float, float | None]:
-        got = run_dataset(session(variant, threads=1), subset)
+        got = run_dataset(session(variant, threads=1, exact_int8=True), subset)
         agree = (float((got[0].argmax(1) == reference[0].argmax(1)).mean())
                  if classifier else None)
         return sqnr_db(reference, got), agree

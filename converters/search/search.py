@@ -104,7 +104,7 @@ class Search:
     # ------------------------------------------------------------------ setup
     def _checked_budgets(self) -> tuple[str, ...]:
         """Every budget, minus the estimated ones when the profile has no cost model."""
-        if self.base.profile.data.get("cost_model"):
+        if self.base.profile.cost_model is not None:
             return tuple(B.BUDGETS)
         flagged = [k for k in B.ESTIMATED if self.budgets.sources[k] == "flag"]
         if flagged:
@@ -188,7 +188,7 @@ class Search:
         path = ctx.candidates[method]
         ctx.quant_path = path
         ctx.mark("search", "quant_path")  # the search validates; the validate stage does not run
-        outputs = run_dataset(path, ctx.val)
+        outputs = run_dataset(path, ctx.val, exact_int8=True)
         acc = B.accuracy_figures(self.reference[0], outputs[0], ctx.val.labels)
         data = path.read_bytes()
         vectors = B.vector_bytes(ctx.inputs, ctx.outputs, _quantized_inputs(data), len(data),

@@ -99,7 +99,7 @@ class ConvertTflite(Stage):
         if ctx.val is None or not len(ctx.val):
             return {"checked": False}
         sample = ctx.val.take(slice(0, CHECK_SAMPLES))
-        want = run_dataset(ctx.quant_path, sample)
+        want = run_dataset(ctx.quant_path, sample, exact_int8=True)
         backend = LiteRTBackend(data, [TensorSpec.from_manifest(i) for i in ctx.inputs],
                                 [TensorSpec.from_manifest(o) for o in ctx.outputs],
                                 BackendOptions(threads=1), entry=entry)

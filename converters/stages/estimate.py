@@ -51,7 +51,7 @@ class Estimate(Stage):
         from ..estimate import estimate
 
         source = ctx.quant_path or ctx.float_path
-        if not (ctx.profile.data.get("cost_model") or {}):
+        if ctx.profile.cost_model is None:
             ctx.warn(f"target {ctx.profile.name!r} has no [cost_model]: no latency estimate")
             return
         try:

@@ -26,8 +26,10 @@ def onnx_entry(ctx: BuildContext) -> None:
     """Add the int8 ONNX model to the artifact's models."""
     data = ctx.quant_path.read_bytes()
     ctx.model_bytes["model.onnx"] = data
+    # reduce_range: 7-bit weights, which fused x86 kernels without VNNI run exactly (edgekit/cpu.py)
     ctx.models.append({"format": "onnx", "path": "model.onnx", "runtime": "onnxruntime",
-                       "bytes": len(data), "sha256": sha256_bytes(data)})
+                       "bytes": len(data), "sha256": sha256_bytes(data),
+                       "reduce_range": bool(ctx.quantization.get("reduce_range", False))})
 
 
 def expected_outputs(entry: dict[str, Any], data: bytes, inputs: list[TensorSpec],

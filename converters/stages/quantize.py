@@ -8,9 +8,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import platform
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from edgekit.cpu import u8s8_saturates
 
 from ..context import BuildContext
 from ..pipeline import Stage, StageConfig
@@ -58,6 +61,11 @@ def ort_quantization_quiet() -> Iterator[None]:
             root.removeHandler(guard)
 
 
+def runs_here(ctx: BuildContext) -> bool:
+    """The target is this machine (the ``host`` profile: its CPU is read at load time)."""
+    return ctx.profile.cpu.arch in ("native", platform.machine())
+
+
 class Quantize(Stage):
     name = "quantize"
     Config = QuantizeConfig
@@ -92,6 +100,9 @@ class Quantize(Stage):
             "WeightSymmetric": True,  # int8 weights, zero point 0: what integer kernels expect
             "ActivationSymmetric": ctx.activation_type == "int8",
         }
+        # x86 without VNNI saturates 8-bit weights in onnxruntime's fused kernels (edgekit/cpu.py):
+        # a model that will run on this very CPU gets 7-bit weights, as onnxruntime's docs advise.
+        reduce_range = runs_here(ctx) and u8s8_saturates()
         for method, ranges in ctx.ranges.items():
             out = ctx.workdir / f"int8-{method}.onnx"
             with ort_quantization_quiet():
@@ -101,9 +112,11 @@ class Quantize(Stage):
                     activation_type=activation, weight_type=QuantType.QInt8,
                     nodes_to_exclude=keep_float, calibrate_method=enums[method],
                     extra_options=extra_options, calibration_cache_path=str(ranges),
+                    reduce_range=reduce_range,
                 )
             ctx.candidates[method] = out
         self.used = {"format": "QDQ", "per_channel": per_channel,
                      "activation_type": ctx.activation_type, "weight_type": "int8",
-                     "keep_float": keep_float, "extra_options": extra_options}
+                     "keep_float": keep_float, "extra_options": extra_options,
+                     "reduce_range": reduce_range}
         ctx.quantization.update(self.used)

@@ -46,7 +46,7 @@ class Validate(Stage):
         labels = ctx.val.labels
         table: dict[str, dict[str, float]] = {}
         for method, path in ctx.candidates.items():
-            outputs = run_dataset(path, ctx.val)
+            outputs = run_dataset(path, ctx.val, exact_int8=True)
             # the first output decides; the others are reported too
             table[method] = compare(reference[0], outputs[0], labels)
             for extra, (ref, got) in enumerate(zip(reference[1:], outputs[1:], strict=True), 1):

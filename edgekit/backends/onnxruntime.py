@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from edgekit.backends.base import Backend, BackendOptions, TensorSpec
+from edgekit.cpu import exact_int8_needs_unfused
 from edgekit.errors import ArtifactError
 
 
@@ -28,7 +29,14 @@ class OnnxRuntimeBackend(Backend):
 
         so = ort.SessionOptions()
         # QDQ graphs only become integer kernels after EXTENDED fusions; ALL adds layout ones.
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # On x86 without VNNI those kernels saturate 8-bit weights (edgekit/cpu.py): there the
+        # model runs unfused, exact and slower, unless it was built for this CPU (7-bit weights)
+        # or the caller asks for speed (extra exact_int8=False).
+        exact = options.extra.get("exact_int8")
+        self.unfused = bool(exact_int8_needs_unfused(bool(self.entry.get("reduce_range")))
+                            if exact is None else exact and exact_int8_needs_unfused(False))
+        so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_BASIC if self.unfused
+                                       else ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
         so.intra_op_num_threads = max(0, int(options.threads))
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
