@@ -54,6 +54,7 @@ setup(
             "tqdm>=4.60",
             "flatbuffers>=23.5",
             "ai-edge-litert>=1.2",
+            "rapidfuzz>=3.0",  # edit distance for the ctc metric's character error rate
         ],
         # pin torch where this project installs it (README, .ci/run): torch==2.13.0
         "torch": ["torch>=2.4", "onnxscript>=0.1", "torch-pruning>=1.4"],
