@@ -9,6 +9,10 @@ import onnxruntime as ort
 from edgekit.converters.metrics import packed
 from onnx import TensorProto, helper
 
+from ...conftest import ROOT
+
+TRAINED = ROOT / "tools" / "trained"
+
 
 def yolo_like(samples: int = 16, anchors: int = 64, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
@@ -77,3 +81,23 @@ def test_plan_splits_on_real_outputs_of_the_graph() -> None:
     assert plan.report.packed and plan.concat is not None
     assert [b.producer for b in plan.concat.branches] == ["Mul", "Sigmoid"]
     assert packed.plan_splits([outputs[:, 4:]], ["scores_only"]) == ()
+
+
+def run_trained(name: str, images: np.ndarray) -> np.ndarray:
+    sess = ort.InferenceSession(str(TRAINED / f"{name}.onnx"), providers=["CPUExecutionProvider"])
+    feed = sess.get_inputs()[0].name
+    return np.concatenate([sess.run(None, {feed: image[None]})[0] for image in images])
+
+
+def test_trained_detector_output_is_packed_and_recognizer_output_is_not() -> None:
+    """The models of tools/train_detector.py and tools/train_ctc.py on real digit scenes/lines."""
+    import digit_scenes  # tools/, on the path through conftest
+
+    scenes = digit_scenes.scenes(16, "train", seed=5)
+    boxes_and_scores = run_trained("detector", scenes.images)
+    plans = packed.plan_splits([boxes_and_scores], ["detections"], onnx.load(TRAINED / "detector.onnx"))
+    assert len(plans) == 1 and plans[0].concat is not None
+    assert plans[0].concat.branches[-1].producer == "Sigmoid"
+    assert plans[0].concat.branches[-1].stop == 14  # 4 box rows + 10 class probabilities
+    lines = digit_scenes.lines(16, "train", seed=5)
+    assert not packed.find_packed(run_trained("ctc", lines.images)).packed
