@@ -109,6 +109,32 @@ def _dims(model: onnx.ModelProto) -> dict[str, list[int | str]]:
     return dims
 
 
+def _known(shape: list[int | str] | None, axis: int) -> bool:
+    return bool(shape) and axis < len(shape) and isinstance(shape[axis], int) and shape[axis] > 0
+
+
+def _runtime_shapes(model: onnx.ModelProto, names: list[str]) -> dict[str, list[int | str]]:
+    """Shapes of ``names`` from one onnxruntime run on zeros: shape inference cannot follow
+    Slices with computed bounds (as torch exports of YOLO heads have); empty if it fails."""
+    import onnx
+    import onnxruntime as ort
+
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    known = {o.name for o in probe.graph.output}
+    probe.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names if n not in known)
+    try:
+        sess = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+        feeds = {}
+        for i in sess.get_inputs():
+            dtype = np.float32 if "float" in i.type else np.int64
+            feeds[i.name] = np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in i.shape], dtype)
+        results = sess.run(names, feeds)
+    except Exception:  # a graph onnxruntime cannot run: the caller falls back to the data's slices
+        return {}
+    return {n: list(r.shape) for n, r in zip(names, results, strict=True)}
+
+
 def concat_branches(model: onnx.ModelProto, output_name: str) -> ConcatSplit | None:
     """The Concat producing graph output ``output_name`` (through Identity) and its branches.
 
@@ -127,10 +153,12 @@ def concat_branches(model: onnx.ModelProto, output_name: str) -> ConcatSplit | N
     rank = len(dims.get(node.output[0], [])) or len(dims.get(node.input[0], []))
     axis = next(a.i for a in node.attribute if a.name == "axis")
     axis = axis + rank if axis < 0 else axis
+    if any(not _known(dims.get(name), axis) for name in node.input):
+        dims.update(_runtime_shapes(model, list(node.input)))
     branches, at = [], 0
     for name in node.input:
         shape = dims.get(name)
-        if not shape or axis >= len(shape) or not isinstance(shape[axis], int) or shape[axis] <= 0:
+        if not _known(shape, axis):
             return None
         producer = producers.get(name)
         branches.append(ConcatBranch(name, producer.op_type if producer else "graph input", at, at + shape[axis]))
