@@ -11,6 +11,13 @@ the true boxes; CER against float and against the true strings; the worst output
     python tools/train_detector.py && python tools/train_ctc.py   # once, or use the committed weights
     python tools/bench_task_accuracy.py                           # both models
     python tools/bench_task_accuracy.py --only ctc
+
+Measured here (2026-12-03, edgekit build before issue 14, 300 held-out samples each):
+  train_detector.py (1500 steps, 257 s CPU): float recall 85.7% precision 94.2% vs true boxes
+  detector: build exit 0, validation cosine 0.99999; score slice SQNR 8.9 / 6.7 dB,
+    92% argmax decisions changed; detections kept: tflite 98.3%, onnx 89.3%
+  train_ctc.py (900 steps, 124 s CPU): float CER 1.06-1.13%, exact lines 93.7-94.2%
+  ctc: build exit 0, cosine 0.991; CER vs float: tflite 0.06%, onnx 7.39% (CER vs truth 7.68%)
 """
 
 from __future__ import annotations
