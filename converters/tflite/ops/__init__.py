@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from edgekit.converters.tflite.ops import (
     activation,
+    batchnorm,
     conv,
+    divide,
     elementwise,
     gather,
     gelu,
@@ -12,6 +14,8 @@ from edgekit.converters.tflite.ops import (
     layernorm,
     pad,
     pool,
+    power,
+    prelu,
     resize,
     shape,
     slice,
@@ -33,6 +37,10 @@ REGISTRY: dict[str, OpSpec] = {
     **gather.SPECS,
     **gelu.SPECS,
     **layernorm.SPECS,
+    **prelu.SPECS,
+    **batchnorm.SPECS,
+    **divide.SPECS,
+    **power.SPECS,
 }
 
 # graph rewrites run after shape inference, before conversion: (graph, keep_float) -> count
