@@ -12,6 +12,7 @@ from edgekit.converters.tflite.ops import (
     gelu,
     gemm,
     layernorm,
+    layernorm_pattern,
     pad,
     pool,
     power,
@@ -44,7 +45,7 @@ REGISTRY: dict[str, OpSpec] = {
 }
 
 # graph rewrites run after shape inference, before conversion: (graph, keep_float) -> count
-FUSIONS = [gelu.fuse_gelu]
+FUSIONS = [gelu.fuse_gelu, layernorm_pattern.fuse_layernorm]
 
 # what the writer emits as integer kernels (the rest of REGISTRY is float-only)
 INT8_OPS = sorted(op for op, spec in REGISTRY.items() if spec.int8)
