@@ -67,8 +67,9 @@ setup(
         ],
         # pin torch where this project installs it (README, .ci/run): torch==2.13.0
         "torch": ["torch>=2.4", "onnxscript>=0.1", "torch-pruning>=1.4"],
-        # and digit-recognizer-py (a trained MNIST CNN) installed with --no-deps by tools/test.sh:
-        # its declared torchvision would replace the pinned torch
+        # and digit-recognizer-py (a trained MNIST CNN) and facenet-pytorch (MTCNN's trained
+        # PNet weights for tools/zoo) installed with --no-deps by tools/test.sh: their declared
+        # torchvision would replace the pinned torch
         # ruff pinned: CI runs `ruff check .`, and new releases add rules
         "test": ["pytest>=7", "scikit-learn>=1.3", "ruff==0.17.6"],
     },
