@@ -32,6 +32,8 @@ from edgekit.signing import (
 )
 from edgekit.trust import ENV_TRUSTED_KEYS, discover_trusted_keys, user_key_dir
 
+from .runtime_models import minimal_manifest
+
 MANIFEST_LIKE: dict[str, Any] = {
     "schema_version": 1, "name": "digits",
     "files": {"model.onnx": "ab" * 32, "test_vectors.npz": "cd" * 32},
@@ -223,7 +225,7 @@ def test_signed_artifact_swapped_and_rehashed_is_refused(tmp_path: Path,
     trusted = [load_public_key(public_path)]
     members = {"model.onnx": b"the real model", "test_vectors.npz": b"vectors"}
     original = tmp_path / "m.edgekit"
-    write_artifact(original, {"name": "m"}, members)
+    write_artifact(original, minimal_manifest(), members)
     manifest = sign_manifest(read_artifact(original).manifest, private)
     write_artifact(original, manifest, members)  # same members: same hashes, now signed
     loaded = read_artifact(original)
