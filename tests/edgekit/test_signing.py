@@ -32,7 +32,7 @@ from edgekit.signing import (
 )
 from edgekit.trust import ENV_TRUSTED_KEYS, discover_trusted_keys, user_key_dir
 
-from .runtime_models import minimal_manifest
+from .runtime_models import minimal_manifest, set_in
 
 MANIFEST_LIKE: dict[str, Any] = {
     "schema_version": 1, "name": "digits",
@@ -102,7 +102,7 @@ def test_sign_verify_round_trip(keys: tuple[Path, Path]) -> None:
 
 @pytest.mark.parametrize("change", [
     lambda m: m["files"].__setitem__("model.onnx", "ef" * 32),  # swapped model, rehashed
-    lambda m: m["target"]["profile"]["thermal"].__setitem__("soft_limit_c", 95.0),
+    lambda m: set_in(m, ("target", "profile", "thermal", "soft_limit_c"), 95.0),
     lambda m: m.__setitem__("extra", 1),
     lambda m: m.pop("name"),
 ])
