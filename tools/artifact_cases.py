@@ -49,12 +49,16 @@ def tiny_onnx(seed: int = 0, external: str | None = None) -> bytes:
 
 def base_members(model: bytes | None = None, target: str = "rpi4") -> tuple[dict, Members]:
     """A valid manifest (as a dict, ``files`` filled) and its members."""
+    import onnxruntime
     from edgekit.targets import load_profile
 
     from edgekit.artifact import encode_test_vectors
 
     model = model if model is not None else tiny_onnx()
-    vectors = encode_test_vectors({"in/x": np.ones((2, 4), np.float32)})
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    y = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    vectors = encode_test_vectors({"in/x": x, "out/onnx/y": y})
     profile = load_profile(target)
     manifest: dict[str, Any] = {
         "schema_version": 1, "edgekit_version": "0.1.0", "created": "2026-01-01T00:00:00+00:00",
