@@ -100,7 +100,8 @@ class Manifest:
                                                     "target."), origin=f"{origin} target.profile")
         except TargetError as exc:
             raise ArtifactError(str(exc)) from exc
-        except (TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:
+        except (TypeError, ValueError, AttributeError, KeyError, RecursionError,
+                OverflowError) as exc:
             raise ArtifactError(f"{origin}: target.profile must be a valid target profile, "
                                 f"got one that fails: {type(exc).__name__}: {exc}") from exc
         files = where.field(data, "files", dict, "an object mapping member -> sha256", default={})
@@ -168,6 +169,14 @@ class _Where:
         return table[key]
 
 
+def _finite(value: int | float) -> bool:
+    """A number that is a finite float (a 400-digit int is not: float() overflows)."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -225,7 +234,7 @@ def _quantization(where: _Where, entry: dict[str, Any], name: str) -> None:
         return
     scale, zero_point = q.get("scale"), q.get("zero_point", 0)
     if isinstance(scale, bool) or not isinstance(scale, int | float) or not (
-            math.isfinite(scale) and scale > 0):
+            _finite(scale) and scale > 0):
         raise ArtifactError(f"{where.origin}: {name}.quantization.scale must be a finite "
                             f"number > 0, got {_short(scale)}")
     if isinstance(zero_point, bool) or not isinstance(zero_point, int) or not (
@@ -261,7 +270,7 @@ def _vectors(where: _Where, entry: Any, files: dict[str, str]) -> TestVectorsEnt
     where.expect(entry, dict, "test_vectors", "an object")
     tolerance = entry.get("tolerance", 0)
     if isinstance(tolerance, bool) or not isinstance(tolerance, int | float | str) or (
-            isinstance(tolerance, float) and not math.isfinite(tolerance)):
+            not isinstance(tolerance, str) and not _finite(tolerance)):
         raise ArtifactError(f"{where.origin}: test_vectors.tolerance must be a number or a "
                             f"description, got {_short(tolerance)}")
     path = where.field(entry, "path", str, "a member name", "test_vectors.",

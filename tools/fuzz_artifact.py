@@ -96,9 +96,9 @@ def run_cases(cases: int, seed: int, timeout: float) -> tuple[Counter, list[dict
                     done = current + 1
                     break
                 line = proc.stdout.readline()
-                if not line:  # the worker died mid-case
+                if not line:  # the worker ended: done, or died mid-case
                     proc.wait()
-                    if current < cases:
+                    if done < cases:
                         counts[("?", "crash")] += 1
                         findings.append({"index": current, "result": "crash",
                                          "detail": f"exit {proc.returncode}"})
