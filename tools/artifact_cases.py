@@ -140,6 +140,8 @@ def bomb(gib: float = 1.0, lie: bool = False) -> bytes:
     compressed); ``lie``: the zip declares 1,000 bytes instead."""
     manifest, members = base_members()
     size = int(gib * (1 << 30))
+    if lie:  # a zip32 size field to lie in: just under 4 GiB at most
+        size = min(size, (1 << 32) - (1 << 20))
     buffer = io.BytesIO()
     chunk = bytes(1 << 20)
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:

@@ -42,14 +42,19 @@ def outcome(path: str) -> tuple[str, str]:
     """('loaded' | 'typed' | 'untyped', detail) for one artifact file."""
     import edgekit
     from edgekit.errors import EdgekitError
+    from edgekit.inspect import manifest_table
 
+    model = None
     try:
         model = edgekit.load(path, threads=1, trusted_keys=[])
+        manifest_table(model.manifest)  # what `edgekit inspect` shows
     except EdgekitError as exc:
         return "typed", type(exc).__name__
     except BaseException as exc:  # noqa: BLE001 - the point: anything else is a finding
         return "untyped", f"{type(exc).__name__}: {str(exc)[:200]}"
-    model.close()
+    finally:
+        if model is not None:
+            model.close()
     return "loaded", ""
 
 
