@@ -135,13 +135,18 @@ def patch_sizes(raw: bytes, member: str, file_size: int | None = None,
     return bytes(data)
 
 
+def bomb_size(gib: float, lie: bool) -> int:
+    """Bytes of zeros in the bomb: a lying one needs a zip32 size field to lie in, which
+    Python's zipfile fills up to 2 GiB."""
+    size = int(gib * (1 << 30))
+    return min(size, (1 << 31) - (1 << 20)) if lie else size
+
+
 def bomb(gib: float = 1.0, lie: bool = False) -> bytes:
     """A valid-looking artifact whose test vectors inflate to ``gib`` GiB of zeros (a few MB
     compressed); ``lie``: the zip declares 1,000 bytes instead."""
     manifest, members = base_members()
-    size = int(gib * (1 << 30))
-    if lie:  # a zip32 size field to lie in: just under 4 GiB at most
-        size = min(size, (1 << 32) - (1 << 20))
+    size = bomb_size(gib, lie)
     buffer = io.BytesIO()
     chunk = bytes(1 << 20)
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:

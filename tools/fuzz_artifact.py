@@ -195,7 +195,8 @@ def main() -> int:
         within = report["extra_mb"] < RSS_BOUND_MB
         ok = ok and refused and within
         what = "declaring 1,000 bytes" if lie else "declaring its size"
-        print(f"zip bomb: {report['file_mb']:.1f} MB file inflating to {args.bomb_gib:g} GiB, "
+        inflated = artifact_cases.bomb_size(args.bomb_gib, lie) / (1 << 30)
+        print(f"zip bomb: {report['file_mb']:.1f} MB file inflating to {inflated:.2f} GiB, "
               f"{what}: {'refused' if refused else 'NOT REFUSED'}, peak RSS "
               f"+{report['extra_mb']:.1f} MB above a normal load (bound {RSS_BOUND_MB:g} MB)"
               f"\n  {report['result']}")
