@@ -103,10 +103,10 @@ def _describe(model: bytes, start: int, end: int) -> str:
     for number, wire, a, b in _fields(model, start, end):
         if number == 8 and wire == 2:
             name = model[a:b].decode("utf-8", "replace")[:60]
-        elif number == _TENSOR_EXTERNAL_DATA and wire == 2:
-            for key_no, key_wire, ka, kb in _fields(model, a, b):
-                if key_no == 2 and key_wire == 2 and location == "?":
-                    location = model[ka:kb].decode("utf-8", "replace")[:60]
+        elif number == _TENSOR_EXTERNAL_DATA and wire == 2:  # {key: 1, value: 2}
+            entry = {no: model[ka:kb] for no, kw, ka, kb in _fields(model, a, b) if kw == 2}
+            if entry.get(1) == b"location":
+                location = entry.get(2, b"").decode("utf-8", "replace")[:60]
     return f"{name!r} -> {location!r}"
 
 

@@ -72,13 +72,13 @@ def tolerance(spec: dict[str, Any], expected: np.ndarray) -> float:
 
 
 def describe_signature(signature: Signature | None) -> str:
-    """``signed by key <id> (trusted: <key file>)``, ``... (not checked against trusted
-    keys: none configured)`` or ``unsigned``."""
+    """``signed by key <id> (trusted: <key file>)``, ``signed by key <id> (no trusted keys
+    configured here)`` or ``unsigned ...``."""
     if signature is None:
         return "unsigned (hashes catch corruption only; sign with `edgekit sign`)"
     if signature.trusted_by:
         return f"signed by key {signature.key_id} (trusted: {signature.trusted_by})"
-    return f"signed by key {signature.key_id} (valid; no trusted keys configured here)"
+    return f"signed by key {signature.key_id} (no trusted keys configured here)"
 
 
 def verify_artifact(path: str | os.PathLike[str] | Artifact, backend: str | None = None,
