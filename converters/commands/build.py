@@ -51,6 +51,9 @@ from edgekit.errors import UserError
               help="Prune this share of channels (torch) or weights (ONNX), e.g. 0.3.")
 @click.option("--search", is_flag=True, help="Search pruning x calibration x float fallback for "
               "the profile's budgets (implied by any --max-* flag).")
+@click.option("--sign", "sign_key", type=click.Path(dir_okay=False), metavar="KEY",
+              help="Sign the artifact's manifest with this Ed25519 private key "
+                   "(`edgekit keygen`); devices that trust its public key accept it.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON when done.")
 def command(source: str, target: str | None, calib: str | None, val: str | None,
@@ -64,7 +67,7 @@ def command(source: str, target: str | None, calib: str | None, val: str | None,
           input_names: list[str] | None, output_names: list[str] | None,
           max_latency_ms: float | None, max_ram_mb: float | None, max_power_w: float | None,
           max_storage_mb: float | None, max_accuracy_drop: float | None, prune: float | None,
-          search: bool, quiet: bool, as_json: bool) -> None:
+          search: bool, sign_key: str | None, quiet: bool, as_json: bool) -> None:
     """Build an int8 artifact of SOURCE for a target board.
 
     SOURCE: an .onnx file, a TorchScript .pt, an ExportedProgram .pt2, 'package.module:callable'
@@ -91,7 +94,7 @@ def command(source: str, target: str | None, calib: str | None, val: str | None,
     budgets = {k: v for k, v in (("latency_ms", max_latency_ms), ("ram_mb", max_ram_mb),
                                  ("power_w", max_power_w), ("storage_mb", max_storage_mb),
                                  ("accuracy_drop", max_accuracy_drop)) if v is not None}
-    torch_options.update(budgets=budgets, prune=prune, search=search)
+    torch_options.update(budgets=budgets, prune=prune, search=search, sign_key=sign_key)
     if (budgets or search) and click.get_current_context().get_parameter_source(
             "method") == click.core.ParameterSource.DEFAULT:
         method = "auto"  # the search tries every calibration method unless one is asked for
