@@ -184,7 +184,11 @@ class Session:
 
 def check_array(spec: TensorSpec, value: Any) -> np.ndarray:
     array = np.asarray(value)
-    if array.dtype.kind not in _FLOAT_KINDS:
+    passed = not spec.dtype.startswith("float")  # ids, masks, sample rates: fed as they are
+    if passed and array.dtype.kind not in "iub":
+        raise InputError(f"input {spec.name!r}: expected dtype {spec.dtype} (integers), got "
+                         f"{array.dtype}")
+    if not passed and array.dtype.kind not in _FLOAT_KINDS:
         raise InputError(
             f"input {spec.name!r}: expected dtype {spec.dtype} (any float accepted), "
             f"got {array.dtype}"
@@ -204,8 +208,9 @@ def check_array(spec: TensorSpec, value: Any) -> np.ndarray:
                 f"{' ' + spec.layout if spec.layout else ''}, got {_dims(array.shape)} "
                 f"(axis {axis}: expected {want}, got {got})"
             )
-    if array.dtype != np.float32:
-        array = array.astype(np.float32)
+    want = np.dtype(spec.dtype) if passed else np.float32
+    if array.dtype != want:
+        array = array.astype(want)
     return np.ascontiguousarray(array)
 
 

@@ -38,8 +38,16 @@ class LoadData(Stage):
                 "images, a .npz (arrays named by input, labels as 'y') or a .npy, or "
                 "'--calib synthetic' to build without real data (accuracy then unverified)"
             )
+        names = [i["name"] for i in ctx.inputs]
+        unknown = sorted(set(config.batch_axes) - set(names))
+        if unknown:
+            raise CalibrationError(f"--batch-axis names {unknown}; the model's inputs are {names}")
+        for spec in ctx.inputs:
+            if spec["name"] in config.batch_axes:
+                spec["batch_axis"] = int(config.batch_axes[spec["name"]])
         limit = config.calib_samples + (0 if config.val else config.val_samples)
-        calib, spec = load_dataset(str(config.calib), ctx.inputs, config.preprocess,
+        fed = [i for i in ctx.inputs if i["name"] not in config.consts]  # --const: not data
+        calib, spec = load_dataset(str(config.calib), fed, config.preprocess,
                                    progress=not config.quiet, limit=limit, seed=config.seed)
         if spec is not None:
             ctx.extra_manifest["preprocess"] = spec
@@ -48,7 +56,7 @@ class LoadData(Stage):
         if calib.synthetic:
             ctx.warn("calibrating on synthetic data: the int8 accuracy is unverified")
         if config.val:
-            val, _ = load_dataset(str(config.val), ctx.inputs, config.preprocess,
+            val, _ = load_dataset(str(config.val), fed, config.preprocess,
                                   progress=not config.quiet, limit=config.val_samples,
                                   seed=config.seed)
             ctx.calib = calib.take(slice(0, config.calib_samples))
