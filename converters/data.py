@@ -133,6 +133,8 @@ def _checked(data: Dataset, inputs: list[dict[str, Any]]) -> Dataset:
         if sample_axis(spec):
             array = _sample_first(array, spec, data.source)
             data.axes[spec["name"]] = sample_axis(spec)
+        elif array.ndim == len(shape) + 1 and array.shape[1] == 1:
+            array = array[:, 0]  # a stack of batch-1 inputs [N, 1, ...]
             shape.insert(0, shape.pop(sample_axis(spec)))
         if array.ndim == len(shape) - 1:
             array = array[None]

@@ -104,7 +104,11 @@ class ConvertTflite(Stage):
                                 [TensorSpec.from_manifest(o) for o in ctx.outputs],
                                 BackendOptions(threads=1), entry=entry)
         try:
-            got = backend.run(sample.arrays)
+            if sample.axes:  # samples off axis 0 (a recurrent state): one at a time, as taken
+                rows = [backend.run(sample.feeds(i, i + 1)) for i in range(len(sample))]
+                got = [np.concatenate([r[j] for r in rows]) for j in range(len(rows[0]))]
+            else:
+                got = backend.run(sample.arrays)
         finally:
             backend.close()
         report: dict[str, Any] = {"checked": True, "samples": len(sample)}
