@@ -99,6 +99,8 @@ def _npz(source: str, inputs: list[dict[str, Any]]) -> Dataset:
         raise CalibrationError(
             f"{source}: expected arrays named {names} (or a single array / 'x' for a one-input "
             f"model, labels as 'y'); found {sorted(arrays)}"
+            + ("; an input the data lacks can be frozen with --const NAME=VALUE"
+               if len(names) > 1 else "")
         )
     return _checked(Dataset(chosen, labels, source), inputs)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.errors import CalibrationError
+from edgekit.errors import CalibrationError, UserError
 
 from ..context import BuildContext
 from ..data import SYNTHETIC, load_dataset
@@ -39,9 +39,10 @@ class LoadData(Stage):
                 "'--calib synthetic' to build without real data (accuracy then unverified)"
             )
         names = [i["name"] for i in ctx.inputs]
-        unknown = sorted(set(config.batch_axes) - set(names))
-        if unknown:
-            raise CalibrationError(f"--batch-axis names {unknown}; the model's inputs are {names}")
+        for flag, given in (("--const", config.consts), ("--batch-axis", config.batch_axes)):
+            unknown = sorted(set(given) - set(names))
+            if unknown:
+                raise UserError(f"{flag} names {unknown}; the model's inputs are {names}")
         for spec in ctx.inputs:
             if spec["name"] in config.batch_axes:
                 spec["batch_axis"] = int(config.batch_axes[spec["name"]])

@@ -140,18 +140,12 @@ class PinShapes(Stage):
         config = ctx.config
         model = ctx.float_model
         consts = dict(config.consts or {})
-        names = [i["name"] for i in ctx.inputs]
-        unknown = sorted(set(consts) - set(names))
-        if unknown:
-            raise UserError(f"--const names {unknown}; the model's inputs are {names}")
+        # (unknown names in --const were refused by the data stage, before reading data)
         if consts:
             frozen = {i["name"]: const_value(i, consts[i["name"]]) for i in ctx.inputs
                       if i["name"] in consts}
             model = freeze_inputs(model, frozen)
             ctx.inputs = [i for i in ctx.inputs if i["name"] not in consts]
-            for data in (ctx.calib, ctx.val):
-                for name in consts:
-                    data.arrays.pop(name, None)
             if not ctx.inputs:
                 raise UserError(f"--const froze every input ({sorted(consts)}); the model "
                                 "needs at least one input left")

@@ -81,3 +81,12 @@ def images(path: Path, count: int, height: int, width: int, seed: int = 0) -> Pa
     rng = np.random.default_rng(seed)
     np.savez(path, images=rng.random((count, 3, height, width), dtype=np.float32))
     return path
+
+
+def export_static_detector(path: Path, height: int, width: int) -> Path:
+    """The same detector (same seed, same weights) exported at one fixed size."""
+    torch.manual_seed(0)
+    torch.onnx.export(GridDetector().eval(), (torch.randn(1, 3, height, width),), str(path),
+                      input_names=["images"], output_names=["boxes"], opset_version=17,
+                      dynamo=False)
+    return path

@@ -1,0 +1,74 @@
+"""Inputs beyond one float image: an int64 sample rate passed through or frozen with
+--const, and a recurrent state [layers, N, hidden] whose samples are on axis 1."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from edgekit.converters import build
+
+import edgekit
+from edgekit.errors import CalibrationError, UserError
+from edgekit.verify import verify_artifact
+
+from .nets import export_vad
+
+SAMPLES = 12
+
+
+@pytest.fixture(scope="module")
+def vad(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("vad")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((SAMPLES, 64)).astype(np.float32)
+    state = (rng.standard_normal((2, SAMPLES, 16)) * 0.1).astype(np.float32)  # model layout
+    np.savez(folder / "with_sr.npz", x=x, sr=np.full(SAMPLES, 16000, np.int64), state=state)
+    np.savez(folder / "stacked.npz", x=x, state=np.moveaxis(state, 1, 0)[:, :, None])
+    return export_vad(folder / "vad.onnx"), folder
+
+
+def test_an_int64_input_passes_through_and_the_state_keeps_axis_1(vad, tmp_path):
+    model, folder = vad
+    result = build(str(model), target="rpi4", calib=str(folder / "with_sr.npz"),
+                   batch_axes={"state": 1}, output=tmp_path / "vad.edgekit", quiet=True)
+    inputs = {i["name"]: i for i in result.manifest["inputs"]}
+    assert inputs["sr"]["dtype"] == "int64" and "quantization" not in inputs["sr"]
+    assert inputs["state"]["shape"] == [2, 1, 16] and inputs["state"]["batch_axis"] == 1
+    assert result.manifest["validation"]["cosine"] > 0.99
+    assert verify_artifact(result.path).passed
+    loaded = edgekit.load(str(result.path))
+    try:
+        out = loaded.predict({"x": np.zeros((1, 64), np.float32),
+                              "sr": np.array([16000], np.int64),
+                              "state": np.zeros((2, 1, 16), np.float32)})
+        assert out["prob"].shape == (1, 1) and out["state_out"].shape == (2, 1, 16)
+    finally:
+        loaded.close()
+
+
+def test_const_freezes_the_sample_rate_and_the_int8_tflite_ships(vad, tmp_path):
+    model, folder = vad
+    result = build(str(model), target="rpi4", calib=str(folder / "stacked.npz"),
+                   consts={"sr": 16000}, batch_axes={"state": 1},
+                   output=tmp_path / "vad.edgekit", quiet=True)
+    assert [i["name"] for i in result.manifest["inputs"]] == ["x", "state"]
+    formats = [m["format"] for m in result.manifest["models"]]
+    assert formats == ["tflite"]  # the Cast of sr folded away with it
+    assert verify_artifact(result.path).passed
+
+
+def test_a_state_without_batch_axis_says_how_to_name_it(vad, tmp_path):
+    model, folder = vad
+    with pytest.raises(CalibrationError, match=r"'state' has shape \[12, 2, 1, 16\].*"
+                                               r"--batch-axis state=K"):
+        build(str(model), target="rpi4", calib=str(folder / "stacked.npz"),
+              consts={"sr": 16000}, output=tmp_path / "vad.edgekit", quiet=True)
+
+
+def test_const_on_an_unknown_input_names_the_inputs(vad, tmp_path):
+    model, folder = vad
+    with pytest.raises(UserError, match=r"--const names \['rate'\]; the model's inputs are "
+                                        r"\['x', 'sr', 'state'\]"):
+        build(str(model), target="rpi4", calib=str(folder / "stacked.npz"),
+              consts={"rate": 16000}, batch_axes={"state": 1},
+              output=tmp_path / "vad.edgekit", quiet=True)
