@@ -40,7 +40,20 @@ def image_spec(inputs: list[dict[str, Any]], overrides: dict[str, Any]) -> dict[
             f"an image folder needs a model with one 4-D image input; this one has {shapes}: "
             "pass a .npz with one array per input instead"
         )
-    spec = default_spec(tuple(inputs[0]["shape"]), overrides.get("layout", "NCHW"))
+    shape = list(inputs[0]["shape"])
+    layout = overrides.get("layout", "NCHW")
+    hw = (2, 3) if layout == "NCHW" else (1, 2)
+    if not all(isinstance(shape[a], int) for a in hw):  # dynamic H/W: the images set them
+        if not overrides.get("size"):
+            raise CalibrationError(
+                f"the model input {inputs[0]['name']} {shape} ({layout}) leaves its height and "
+                "width symbolic: pass --size HxW for the images (or --input-shape)")
+        shape[hw[0]], shape[hw[1]] = overrides["size"]
+    channels = shape[1] if layout == "NCHW" else shape[3]
+    if not isinstance(channels, int):
+        raise CalibrationError(f"the model input {inputs[0]['name']} {shape} leaves its "
+                               "channels symbolic: pass a .npz instead of an image folder")
+    spec = default_spec(tuple(shape), layout)
     spec.update({k: v for k, v in overrides.items() if v is not None})
     spec = check_spec(spec)
     want = [d for d in inputs[0]["shape"][2:4]] if spec["layout"] == "NCHW" else inputs[0]["shape"][1:3]

@@ -48,6 +48,12 @@ class LoadData(Stage):
                 spec["batch_axis"] = int(config.batch_axes[spec["name"]])
         limit = config.calib_samples + (0 if config.val else config.val_samples)
         fed = [i for i in ctx.inputs if i["name"] not in config.consts]  # --const: not data
+        if ctx.source_info.get("format") == "onnx" and config.input_shape is not None:
+            from .pin import named_shapes  # --input-shape sizes what the data is read as
+
+            asked = named_shapes(config.input_shape, ctx.inputs)
+            fed = [dict(i, shape=list(asked[i["name"]])) if i["name"] in asked else i
+                   for i in fed]
         calib, spec = load_dataset(str(config.calib), fed, config.preprocess,
                                    progress=not config.quiet, limit=limit, seed=config.seed)
         if spec is not None:

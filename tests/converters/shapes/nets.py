@@ -90,3 +90,29 @@ def export_static_detector(path: Path, height: int, width: int) -> Path:
                       input_names=["images"], output_names=["boxes"], opset_version=17,
                       dynamo=False)
     return path
+
+
+def if_on_sample_rate(path: Path) -> Path:
+    """An ONNX graph that branches on its int64 ``sr`` input (``If``: x*2 at 16 kHz, else
+    x*3), as exported models with data-dependent control flow do."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    def branch(name: str, k: float) -> onnx.GraphProto:
+        return helper.make_graph(
+            [helper.make_node("Mul", ["x", f"{name}_k"], [f"{name}_y"])], name, [],
+            [helper.make_tensor_value_info(f"{name}_y", TensorProto.FLOAT, [1, 4])],
+            initializer=[numpy_helper.from_array(np.array(k, np.float32), f"{name}_k")])
+
+    nodes = [helper.make_node("Equal", ["sr", "rate"], ["eq"]),
+             helper.make_node("Squeeze", ["eq"], ["cond"]),
+             helper.make_node("If", ["cond"], ["y"], then_branch=branch("t", 2.0),
+                              else_branch=branch("e", 3.0)),
+             helper.make_node("Relu", ["y"], ["out"])]
+    graph = helper.make_graph(
+        nodes, "if_sr", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4]),
+                         helper.make_tensor_value_info("sr", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", 4])],
+        initializer=[numpy_helper.from_array(np.array([16000], np.int64), "rate")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path

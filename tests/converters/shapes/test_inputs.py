@@ -11,7 +11,7 @@ import edgekit
 from edgekit.errors import CalibrationError, UserError
 from edgekit.verify import verify_artifact
 
-from .nets import export_vad
+from .nets import export_vad, if_on_sample_rate
 
 SAMPLES = 12
 
@@ -72,3 +72,19 @@ def test_const_on_an_unknown_input_names_the_inputs(vad, tmp_path):
         build(str(model), target="rpi4", calib=str(folder / "stacked.npz"),
               consts={"rate": 16000}, batch_axes={"state": 1},
               output=tmp_path / "vad.edgekit", quiet=True)
+
+
+def test_const_folds_an_if_on_the_frozen_input(tmp_path):
+    model = if_on_sample_rate(tmp_path / "if.onnx")
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "x.npy", rng.standard_normal((16, 4)).astype(np.float32))
+    result = build(str(model), target="rpi4", calib=str(tmp_path / "x.npy"),
+                   consts={"sr": 16000}, output=tmp_path / "if.edgekit", quiet=True)
+    tflite = next(m for m in result.manifest["models"] if m["format"] == "tflite")
+    assert tflite["float_ops"] == [] and "IF" not in tflite["ops"]
+    loaded = edgekit.load(str(result.path))
+    try:
+        x = np.array([[1.0, -1.0, 0.5, 1.5]], np.float32)  # inside the calibrated range
+        np.testing.assert_allclose(loaded.predict(x), np.maximum(2 * x, 0), atol=0.05)
+    finally:
+        loaded.close()

@@ -106,3 +106,13 @@ def test_estimate_on_symbolic_dims_matches_the_model_exported_at_that_size(detec
     assert not pinned.warnings
     open_dims = estimate(str(model), "rpi4")
     assert any("symbolic dim(s) ['height', 'width']" in w for w in open_dims.warnings)
+
+
+def test_an_image_folder_for_dynamic_hw_takes_its_size_from_size():
+    from edgekit.converters.data import image_spec
+
+    inputs = [{"name": "images", "shape": ["batch", 3, "height", "width"]}]
+    with pytest.raises(CalibrationError, match=r"leaves its height and width symbolic: pass "
+                                               r"--size HxW"):
+        image_spec(inputs, {})
+    assert image_spec(inputs, {"size": [32, 40]})["size"] == [32, 40]
