@@ -120,6 +120,34 @@ def shapes_from_data(inputs: list[dict[str, Any]], datasets: list[Dataset],
     return pinned
 
 
+def mark_output_batch_axes(inputs: list[dict[str, Any]], outputs: list[dict[str, Any]]) -> None:
+    """An output carrying an input's batch symbol off axis 0 (a recurrent state out) gets
+    ``batch_axis`` too, so the runtime joins and splits its rows on that axis."""
+    symbols = {str(i["shape"][i.get("batch_axis", 0)]) for i in inputs
+               if not isinstance(i["shape"][i.get("batch_axis", 0)], int)}
+    for spec in outputs:
+        axis = next((a for a, d in enumerate(spec["shape"]) if str(d) in symbols), 0)
+        if axis:
+            spec["batch_axis"] = axis
+
+
+def _pinned_output_shapes(model: Any, outputs: list[dict[str, Any]]) -> None:
+    """Outputs whose shape onnx's inference fixes once the inputs are pinned get it."""
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:  # noqa: BLE001 - the shapes stay as exported; nothing depends on them
+        return
+    for vi in inferred.graph.output:
+        dims = [d.dim_value if d.HasField("dim_value") else 0 for d in
+                vi.type.tensor_type.shape.dim]
+        spec = next((o for o in outputs if o["name"] == vi.name), None)
+        if spec is not None and dims and all(d > 0 for d in dims) and len(dims) == len(
+                spec["shape"]):
+            spec["shape"] = dims
+
+
 class PinShapes(Stage):
     name = "pin"
     requires = frozenset({"calib", "float_model", "float_path", "inputs", "val"})
@@ -184,9 +212,11 @@ class PinShapes(Stage):
         if not consts and not pinned:
             self.used = {"pinned": {}}
             return
+        mark_output_batch_axes(ctx.inputs, ctx.outputs)
         for spec in ctx.inputs:
             if spec["name"] in pinned:
                 spec["shape"] = [("batch" if d == -1 else d) for d in pinned[spec["name"]]]
+        _pinned_output_shapes(model, ctx.outputs)
         ctx.float_model = model
         ctx.float_path = ctx.workdir / "pinned.onnx"
         onnx.save_model(model, str(ctx.float_path))

@@ -42,6 +42,25 @@ def test_an_int64_input_passes_through_and_the_state_keeps_axis_1(vad, tmp_path)
                               "sr": np.array([16000], np.int64),
                               "state": np.zeros((2, 1, 16), np.float32)})
         assert out["prob"].shape == (1, 1) and out["state_out"].shape == (2, 1, 16)
+        # three samples at once: their states side by side on axis 1, the rate shared
+        rng = np.random.default_rng(1)
+        xs = rng.standard_normal((3, 64)).astype(np.float32)
+        states = (rng.standard_normal((2, 3, 16)) * 0.1).astype(np.float32)
+        rate = np.array([16000], np.int64)
+        many = loaded.predict({"x": xs, "sr": rate, "state": states})
+        ones = [loaded.predict({"x": xs[i:i + 1], "sr": rate, "state": states[:, i:i + 1]})
+                for i in range(3)]
+        assert many["state_out"].shape == (2, 3, 16)
+        np.testing.assert_array_equal(many["state_out"],
+                                      np.concatenate([o["state_out"] for o in ones], axis=1))
+        np.testing.assert_array_equal(many["prob"], np.concatenate([o["prob"] for o in ones]))
+        # the batcher joins requests on each input's batch axis and splits them back
+        futures = [loaded.submit({"x": xs[i:i + 1], "sr": rate, "state": states[:, i:i + 1]})
+                   for i in range(3)]
+        for future, one in zip(futures, ones, strict=True):
+            got = future.result(timeout=30)
+            np.testing.assert_array_equal(got["state_out"], one["state_out"])
+            np.testing.assert_array_equal(got["prob"], one["prob"])
     finally:
         loaded.close()
 
