@@ -87,3 +87,29 @@ def freeze_inputs(model: Any, values: dict[str, Any]) -> Any:
     for name, array in values.items():
         frozen.graph.initializer.append(numpy_helper.from_array(array, name))
     return frozen
+
+
+def folded(model: Any, folder: Any) -> Any:
+    """``model`` after onnxruntime's basic graph optimizations (constant folding, dead
+    code), saved by onnxruntime itself: with the inputs pinned, shape subgraphs
+    (Shape/Range/Expand/ConstantOfShape) become constants. QDQ weights keep their
+    DequantizeLinear nodes. ``folder`` holds the two files (the build's temp folder)."""
+    from pathlib import Path
+
+    import onnx
+    import onnxruntime as ort
+
+    src, dst = Path(folder) / "to-fold.onnx", Path(folder) / "folded.onnx"
+    onnx.save_model(model, str(src))
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.optimized_model_filepath = str(dst)
+    options.log_severity_level = 3
+    ort.InferenceSession(str(src), options, providers=["CPUExecutionProvider"])
+    return onnx.load(str(dst))
+
+
+def has_open_inputs(model: Any) -> bool:
+    initializers = {i.name for i in model.graph.initializer}
+    return any(_open(d) for vi in model.graph.input if vi.name not in initializers
+               for d in vi.type.tensor_type.shape.dim)

@@ -116,3 +116,14 @@ def test_an_image_folder_for_dynamic_hw_takes_its_size_from_size():
                                                r"--size HxW"):
         image_spec(inputs, {})
     assert image_spec(inputs, {"size": [32, 40]})["size"] == [32, 40]
+
+
+def test_a_symbolic_batch_keeps_the_onnx_open_and_ships_a_batch_1_tflite(detector, tmp_path):
+    model, calib = detector
+    result = build(str(model), target="rpi4", calib=str(calib), dynamic_batch=True,
+                   output=tmp_path / "dyn.edgekit", quiet=True)
+    assert result.manifest["inputs"][0]["shape"] == ["batch", 3, 32, 48]
+    tflite = next(m for m in result.manifest["models"] if m["format"] == "tflite")
+    assert tflite["inputs"][0]["shape"] == [1, 32, 48, 3]
+    assert result.manifest["validation"]["tflite"]["boxes"]["within_1_step"] > 0.99
+    assert verify_artifact(result.path).passed
