@@ -150,8 +150,8 @@ def _pinned_output_shapes(model: Any, outputs: list[dict[str, Any]]) -> None:
 
 class PinShapes(Stage):
     name = "pin"
-    requires = frozenset({"calib", "float_model", "float_path", "inputs", "val"})
-    provides = frozenset({"calib", "float_model", "float_path", "inputs", "val"})
+    requires = frozenset({"calib", "float_model", "float_path", "inputs", "outputs", "val"})
+    provides = frozenset({"float_model", "float_path", "inputs", "outputs"})
 
     def __init__(self) -> None:
         super().__init__()
@@ -182,13 +182,7 @@ class PinShapes(Stage):
         pinned = shapes_from_data([i for i in ctx.inputs if i["name"] not in asked],
                                   [ctx.calib, ctx.val], config.dynamic_batch)
         pinned.update(asked)
-        for name, shape in asked.items():
-            spec = next(i for i in ctx.inputs if i["name"] == name)
-            got = data_shape(spec, ctx.calib)
-            if any(a != g for axis, (a, g) in enumerate(zip(shape, got, strict=True))
-                   if axis != spec.get("batch_axis", 0)):
-                raise CalibrationError(f"--input-shape {name}={'x'.join(map(str, shape))}, but "
-                                       f"the calibration data gives samples of {list(got)}")
+        # (the data stage read the data at the --input-shape sizes: they agree)
         fixed = {n: s for n, s in pinned.items() if -1 not in s}
         open_batch = {n: s for n, s in pinned.items() if -1 in s}
         if open_batch:  # --dynamic-batch: pin the other dims, leave the batch symbolic
@@ -215,7 +209,9 @@ class PinShapes(Stage):
         mark_output_batch_axes(ctx.inputs, ctx.outputs)
         for spec in ctx.inputs:
             if spec["name"] in pinned:
-                spec["shape"] = [("batch" if d == -1 else d) for d in pinned[spec["name"]]]
+                spec["shape"] = [old if d == -1 else d  # -1: the batch --dynamic-batch keeps
+                                 for d, old in zip(pinned[spec["name"]], spec["shape"],
+                                                   strict=True)]
         _pinned_output_shapes(model, ctx.outputs)
         ctx.float_model = model
         ctx.float_path = ctx.workdir / "pinned.onnx"
