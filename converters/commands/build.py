@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from edgekit.commands.params import FLOATS, IMAGE_SIZE, NAMES, SHAPES
+from edgekit.commands.params import BATCH_AXIS, CONST_VALUE, FLOATS, IMAGE_SIZE, INPUT_SHAPES, NAMES
 from edgekit.errors import UserError
 
 
@@ -35,10 +35,14 @@ from edgekit.errors import UserError
 @click.option("--activation-type", type=click.Choice(["uint8", "int8"]), help="Default: the profile's.")
 @click.option("--weights", type=click.Path(exists=True, dir_okay=False),
               help="PyTorch state dict for a module:callable / file.py:Name source.")
-@click.option("--input-shape", type=SHAPES, help="PyTorch sources: input shape, e.g. 1x3x224x224 "
-              "(several inputs: comma-separated).")
-@click.option("--dynamic-batch", is_flag=True, help="PyTorch sources: any batch size "
-              "(default: fixed batch 1).")
+@click.option("--input-shape", type=INPUT_SHAPES, help="Input shape(s), e.g. 1x3x224x224 or "
+              "images=1x3x640x640,sr=1: traces a PyTorch source; pins an ONNX source's "
+              "symbolic dims (default: from the calibration data).")
+@click.option("--const", "consts", type=CONST_VALUE, multiple=True,
+              help="Freeze an input into the graph, e.g. --const sr=16000 (repeatable).")
+@click.option("--batch-axis", "batch_axes", type=BATCH_AXIS, multiple=True,
+              help="An input whose samples are not on axis 0, e.g. --batch-axis state=1.")
+@click.option("--dynamic-batch", is_flag=True, help="Any batch size (default: fixed batch 1).")
 @click.option("--input-names", type=NAMES, help="PyTorch sources: comma-separated input names.")
 @click.option("--output-names", type=NAMES, help="PyTorch sources: comma-separated output names.")
 @click.option("--max-latency-ms", type=float, help="Latency budget (batch 1, profile threads).")
@@ -63,7 +67,9 @@ def command(source: str, target: str | None, calib: str | None, val: str | None,
           color: str | None, layout: str | None, mean: list[float] | None,
           std: list[float] | None,
           activation_type: str | None, weights: str | None,
-          input_shape: list[tuple[int, ...]] | None, dynamic_batch: bool,
+          input_shape: list[tuple[int, ...]] | dict[str, tuple[int, ...]] | None,
+          consts: tuple[tuple[str, list[float]], ...], batch_axes: tuple[tuple[str, int], ...],
+          dynamic_batch: bool,
           input_names: list[str] | None, output_names: list[str] | None,
           max_latency_ms: float | None, max_ram_mb: float | None, max_power_w: float | None,
           max_storage_mb: float | None, max_accuracy_drop: float | None, prune: float | None,
@@ -89,8 +95,12 @@ def command(source: str, target: str | None, calib: str | None, val: str | None,
     fmt = None if formats is None else (["tflite", "onnx"] if formats == "both" else [formats])
     torch_options: dict[str, Any] = {"weights": weights, "dynamic_batch": dynamic_batch,
                                      "input_names": input_names, "output_names": output_names}
-    if input_shape:  # one shape, or a tuple of shapes for several inputs (BuildConfig's form)
+    if isinstance(input_shape, dict):  # NAME=DIMS items
+        torch_options["input_shape"] = input_shape
+    elif input_shape:  # one shape, or a tuple of shapes for several inputs (BuildConfig's form)
         torch_options["input_shape"] = input_shape[0] if len(input_shape) == 1 else tuple(input_shape)
+    torch_options["consts"] = {k: v[0] if len(v) == 1 else v for k, v in consts}
+    torch_options["batch_axes"] = dict(batch_axes)
     budgets = {k: v for k, v in (("latency_ms", max_latency_ms), ("ram_mb", max_ram_mb),
                                  ("power_w", max_power_w), ("storage_mb", max_storage_mb),
                                  ("accuracy_drop", max_accuracy_drop)) if v is not None}
