@@ -50,7 +50,6 @@ def _named(model: str, shapes: list[tuple[int, ...]] | dict[str, tuple[int, ...]
     if not shapes or isinstance(shapes, dict):
         return shapes or None
     from edgekit.converters.estimate.graph import load_model
-    from edgekit.converters.stages.load import describe_io
-    from edgekit.converters.stages.pin import named_shapes
+    from edgekit.converters.io_spec import describe_io, named_shapes
 
     return named_shapes(shapes, describe_io(load_model(model))[0])

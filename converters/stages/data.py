@@ -49,7 +49,7 @@ class LoadData(Stage):
         limit = config.calib_samples + (0 if config.val else config.val_samples)
         fed = [i for i in ctx.inputs if i["name"] not in config.consts]  # --const: not data
         if ctx.source_info.get("format") == "onnx" and config.input_shape is not None:
-            from .pin import named_shapes  # --input-shape sizes what the data is read as
+            from ..io_spec import named_shapes  # --input-shape sizes what the data is read as
 
             asked = named_shapes(config.input_shape, ctx.inputs)
             fed = [dict(i, shape=list(asked[i["name"]])) if i["name"] in asked else i

@@ -21,8 +21,8 @@ from edgekit.artifact import sha256_file
 from edgekit.errors import ExportError, ModelFormatError
 
 from ..context import BuildContext
+from ..io_spec import describe_io
 from ..pipeline import Stage
-from .load import describe_io
 
 MAX_TRACER_WARNINGS = 3
 

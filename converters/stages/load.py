@@ -10,48 +10,10 @@ from edgekit.artifact import sha256_file
 from edgekit.errors import ModelFormatError, UnsupportedModelError
 
 from ..context import BuildContext
+from ..io_spec import describe_io
 from ..pipeline import Stage
 
 MIN_OPSET = 13  # per-channel QDQ (axis on QuantizeLinear/DequantizeLinear) needs opset 13
-FLOAT_TYPES = {1: "float32", 10: "float16", 11: "float64"}
-# integer and boolean inputs (token ids, masks, sample rates) pass through unquantized
-PASS_THROUGH_TYPES = {6: "int32", 7: "int64", 9: "bool"}
-
-
-def tensor_shape(value_info: Any) -> list[int | str]:
-    """ONNX ValueInfo shape as ints and symbol names ('?' when unnamed)."""
-    dims = []
-    for dim in value_info.type.tensor_type.shape.dim:
-        if dim.HasField("dim_value"):
-            dims.append(int(dim.dim_value))
-        else:
-            dims.append(dim.dim_param or "?")
-    return dims
-
-
-def describe_io(model: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    initializers = {i.name for i in model.graph.initializer}
-    inputs, outputs = [], []
-    for vi in model.graph.input:
-        if vi.name in initializers:
-            continue
-        elem = vi.type.tensor_type.elem_type
-        if elem not in FLOAT_TYPES and elem not in PASS_THROUGH_TYPES:
-            raise UnsupportedModelError(
-                f"input {vi.name!r} has ONNX element type {elem}; builds take float inputs "
-                f"({', '.join(FLOAT_TYPES.values())}) and pass "
-                f"{', '.join(PASS_THROUGH_TYPES.values())} inputs through; freeze it with "
-                f"--const {vi.name}=VALUE"
-            )
-        shape = tensor_shape(vi)
-        layout = "NCHW" if len(shape) == 4 and elem in FLOAT_TYPES else ""
-        dtype = PASS_THROUGH_TYPES.get(elem, "float32")
-        inputs.append({"name": vi.name, "shape": shape, "dtype": dtype, "layout": layout})
-    for vi in model.graph.output:
-        outputs.append({"name": vi.name, "shape": tensor_shape(vi), "dtype": "float32"})
-    return inputs, outputs
-
-
 def refuse_tflite(path: Path) -> None:
     """A .tflite source is refused by name, not as a corrupt ONNX protobuf.
 

@@ -24,42 +24,12 @@ import numpy as np
 from edgekit.errors import CalibrationError, UserError
 
 from ..context import BuildContext, Dataset
+from ..io_spec import named_shapes
 from ..pipeline import Stage
 
 NUMPY_TYPES = {"float32": np.float32, "float16": np.float16, "float64": np.float64,
                "int64": np.int64, "int32": np.int32, "int8": np.int8, "uint8": np.uint8,
                "bool": np.bool_}
-
-
-def named_shapes(value: Any, inputs: list[dict[str, Any]]) -> dict[str, tuple[int, ...]]:
-    """``--input-shape`` for an ONNX source: ``{name: dims}``, or one plain shape for a
-    one-input model; an unknown name or a wrong rank is a ``UserError``."""
-    if value is None:
-        return {}
-    names = [i["name"] for i in inputs]
-    if not isinstance(value, dict):
-        shapes = [tuple(value)] if value and all(isinstance(d, int) for d in value) else list(value)
-        if len(shapes) != len(names):
-            raise UserError(f"--input-shape gave {len(shapes)} shape(s) for the model's "
-                            f"{len(names)} inputs {names}: name them, e.g. "
-                            f"--input-shape {names[0]}=1x3x640x640")
-        value = dict(zip(names, shapes, strict=True))
-    out = {}
-    for name, dims in value.items():
-        spec = next((i for i in inputs if i["name"] == name), None)
-        if spec is None:
-            raise UserError(f"--input-shape names {name!r}; the model's inputs are {names}")
-        dims = tuple(int(d) for d in dims)
-        if len(dims) != len(spec["shape"]):
-            raise UserError(f"--input-shape {name}={'x'.join(map(str, dims))} has rank "
-                            f"{len(dims)}; input {name!r} is {spec['shape']} (rank "
-                            f"{len(spec['shape'])})")
-        for axis, (want, got) in enumerate(zip(spec["shape"], dims, strict=True)):
-            if isinstance(want, int) and want > 0 and want != got:
-                raise UserError(f"--input-shape {name}: axis {axis} of {spec['shape']} is fixed "
-                                f"at {want} by the model; got {got}")
-        out[name] = dims
-    return out
 
 
 def const_value(spec: dict[str, Any], value: Any) -> np.ndarray:
