@@ -62,8 +62,9 @@ def test_every_command_in_the_tables_is_a_module_with_that_command():
 
     from edgekit.commands import DEVICE_COMMANDS, HOST_COMMANDS
 
-    assert set(DEVICE_COMMANDS) == {"run", "bench", "verify", "inspect", "doctor", "targets"}
-    assert set(HOST_COMMANDS) == {"build", "estimate", "calibrate-host", "emulate"}
+    assert set(DEVICE_COMMANDS) == {"run", "bench", "verify", "inspect", "doctor", "targets",
+                                    "install", "rollback"}
+    assert set(HOST_COMMANDS) == {"build", "bundle", "estimate", "calibrate-host", "emulate"}
     for name, path in DEVICE_COMMANDS.items():
         assert path.startswith("edgekit.commands.") and not path.startswith("edgekit.converters")
         assert importlib.import_module(path).command.name == name
