@@ -101,3 +101,15 @@ def test_bad_input_is_a_user_error(tmp_path: Path, capsys: pytest.CaptureFixture
     out.write_text("x")
     assert main(["bundle", str(SHIPPED), "--target", "rpi4", "-o", str(out)]) == 2
     assert "exists" in capsys.readouterr().err and out.read_text() == "x"
+
+
+def test_requirements_follow_the_preferred_runtime_and_the_signature() -> None:
+    from edgekit.converters.bundle.wheels import requirements_for
+
+    from edgekit.errors import UserError
+
+    assert "cryptography" in requirements_for("litert", signed=True)
+    assert "cryptography" not in requirements_for("litert", signed=False)
+    assert any(r.startswith("onnxruntime==") for r in requirements_for("onnxruntime", False))
+    with pytest.raises(UserError, match="tflite-runtime"):
+        requirements_for("tflite-runtime", signed=False)
