@@ -1,5 +1,18 @@
-"""One distribution, one namespace: edgekit, edgekit.converters, edgekit.targets."""
+"""One distribution, one namespace: edgekit, edgekit.converters, edgekit.targets.
 
+The distribution is named ``edgekit-sdk``; the import name stays ``edgekit``. On the package
+index the name ``edgekit`` belongs to an unrelated project (a Cloudflare Workers SDK), so
+``pip install edgekit`` would install a stranger's code. Name check, 2026-12-03, with this
+machine's configured index: ``pip index versions edgekit-sdk`` and
+``pip download --no-deps edgekit-sdk`` both answered "No matching distribution found"
+(as did ``edgekit-runtime``). That index did not list ``edgekit`` either, so it is not the
+whole of PyPI: check again before the first upload.
+
+``EDGEKIT_DEVICE_ONLY=1`` builds the device wheel: ``edgekit`` and ``edgekit.targets`` only,
+no converters (what ``edgekit bundle`` ships to a board).
+"""
+
+import os
 from pathlib import Path
 
 from setuptools import setup
@@ -18,30 +31,28 @@ def packages_under(top: str, prefix: str) -> list[str]:
     return found
 
 
-packages = (
-    packages_under("edgekit", "edgekit")
-    + packages_under("converters", "edgekit.converters")
-    + packages_under("targets", "edgekit.targets")
-)
+DEVICE_ONLY = os.environ.get("EDGEKIT_DEVICE_ONLY") == "1"
+packages = packages_under("edgekit", "edgekit") + packages_under("targets", "edgekit.targets")
+package_dir = {"edgekit": "edgekit", "edgekit.targets": "targets"}
+package_data = {"edgekit.targets": ["*.toml"]}
+if not DEVICE_ONLY:
+    packages += packages_under("converters", "edgekit.converters")
+    package_dir["edgekit.converters"] = "converters"
+    # the sysroot's hash-pinned wheels; the bundle's templates
+    package_data["edgekit.converters.emulation"] = ["sysroot-wheels.txt"]
+    package_data["edgekit.converters.bundle"] = ["templates/*"]
 
 ONNXRUNTIME = "onnxruntime>=1.17"
 setup(
-    name="edgekit",
+    name="edgekit-sdk",  # not "edgekit": see the module docstring
     version=VERSION,
     description="Int8, pruned, budget-sized models for Raspberry Pi-class boards, and a runtime that adapts to heat and power",
     long_description=(ROOT / "README.md").read_text() if (ROOT / "README.md").exists() else "",
     long_description_content_type="text/markdown",
     python_requires=">=3.11",  # tomllib (target profiles)
     packages=packages,
-    package_dir={
-        "edgekit": "edgekit",
-        "edgekit.converters": "converters",
-        "edgekit.targets": "targets",
-    },
-    package_data={
-        "edgekit.targets": ["*.toml"],
-        "edgekit.converters.emulation": ["sysroot-wheels.txt"],  # the sysroot's hash-pinned wheels
-    },
+    package_dir=package_dir,
+    package_data=package_data,
     # The device needs numpy and click plus one runtime; the host commands (build, estimate,
     # calibrate-host, emulate) need the [build] extra (edgekit.commands.BUILD_EXTRA).
     install_requires=["numpy>=1.23", "click>=8.0"],

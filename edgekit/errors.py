@@ -62,7 +62,7 @@ class SigningKeyError(UserError):
 
 
 class SigningUnavailableError(UserError):
-    """Signing or verifying needs the ``cryptography`` package (``pip install edgekit[sign]``)."""
+    """Signing or verifying needs the ``cryptography`` package (``pip install edgekit-sdk[sign]``)."""
 
 
 class InputError(UserError, ValueError):

@@ -88,7 +88,7 @@ def preprocess_image(image: Any, spec: dict[str, Any], strict_mode: bool = False
     try:
         from PIL import Image, UnidentifiedImageError
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise UserError("image input needs Pillow: pip install 'edgekit[image]'") from exc
+        raise UserError("image input needs Pillow: pip install 'edgekit-sdk[image]'") from exc
     spec = check_spec(spec)
     name = image if isinstance(image, (str, os.PathLike)) else getattr(image, "filename", "<image>")
     if isinstance(image, (str, os.PathLike)):

@@ -68,7 +68,7 @@ def crypto() -> Any:
     except ImportError as exc:
         raise SigningUnavailableError(
             "signing and verifying artifacts need the 'cryptography' package, which is not "
-            f"installed ({exc}); install it with: pip install 'edgekit[sign]'") from exc
+            f"installed ({exc}); install it with: pip install 'edgekit-sdk[sign]'") from exc
     return _Crypto(exceptions, serialization, ed25519)
 
 

@@ -33,7 +33,7 @@ def checked(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def device(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The venv's bin folder: edgekit[litert] from a wheel of this tree, nothing else."""
+    """The venv's bin folder: edgekit-sdk[litert] from a wheel of this tree, nothing else."""
     work = tmp_path_factory.mktemp("device-install")
     src = work / "src"
     src.mkdir()
@@ -47,7 +47,7 @@ def device(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # built as pip builds any sdist: in isolation, with pyproject.toml's build requirements
     checked([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check",
              "-w", str(work / "dist"), str(src)], work)
-    wheel = next((work / "dist").glob("edgekit-*.whl"))
+    wheel = next((work / "dist").glob("edgekit_sdk-*.whl"))
     checked([sys.executable, "-m", "venv", str(work / "venv")], work)
     bin_dir = work / "venv" / "bin"
     # the wheel by path: an index's own "edgekit" can never stand in for it
@@ -101,7 +101,7 @@ def test_verify_and_bench_work_on_litert(device: Path) -> None:
 def test_run_classifies_once_pillow_is_there(device: Path) -> None:
     image = str(SAMPLES / "3_0021.png")
     proc = edgekit(device, "run", str(SHIPPED), image)
-    assert proc.returncode == 2 and "edgekit[image]" in proc.stderr, proc.stderr  # [litert] only
+    assert proc.returncode == 2 and "edgekit-sdk[image]" in proc.stderr, proc.stderr  # [litert] only
     checked([str(device / "python"), "-m", "pip", "install", "-q",
              "--disable-pip-version-check", "pillow>=9"], device.parent)
     proc = edgekit(device, "run", str(SHIPPED), image, "--json")

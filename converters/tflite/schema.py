@@ -17,7 +17,7 @@ def load_schema() -> ModuleType:
     except ImportError as exc:  # the build extra pulls it in; say which package is missing
         raise UnsupportedModelError(
             "writing a .tflite model needs the ai-edge-litert package (pip install "
-            f"'edgekit[build]' or pip install ai-edge-litert); import failed: {exc}"
+            f"'edgekit-sdk[build]' or pip install ai-edge-litert); import failed: {exc}"
         ) from exc
     return schema_py_generated
 

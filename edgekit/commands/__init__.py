@@ -14,6 +14,8 @@ DEVICE_COMMANDS: dict[str, str] = {
     "bench": "edgekit.commands.bench",
     "doctor": "edgekit.commands.doctor",
     "inspect": "edgekit.commands.inspect",
+    "install": "edgekit.commands.install",
+    "rollback": "edgekit.commands.rollback",
     "keygen": "edgekit.commands.keygen",
     "run": "edgekit.commands.run",
     "sign": "edgekit.commands.sign",
@@ -24,13 +26,15 @@ DEVICE_COMMANDS: dict[str, str] = {
 # Host-only: need onnx and the other build tools, live in edgekit.converters.commands.
 HOST_COMMANDS: dict[str, str] = {
     "build": "edgekit.converters.commands.build",
+    "bundle": "edgekit.converters.commands.bundle",
     "calibrate-host": "edgekit.converters.commands.calibrate_host",
     "emulate": "edgekit.converters.commands.emulate",
     "estimate": "edgekit.converters.commands.estimate",
 }
 
 # The one place that names the distribution and the extra holding the host tools.
-DISTRIBUTION = "edgekit"
+# Not "edgekit": on the package index that name is an unrelated project (see setup.py).
+DISTRIBUTION = "edgekit-sdk"
 BUILD_EXTRA = "build"
 INSTALL_HOST_TOOLS = f'pip install "{DISTRIBUTION}[{BUILD_EXTRA}]"'
 # Import names of the host side and of the [build] extra's packages that a device install

@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from edgekit.errors import EdgekitError
     except ImportError:
-        print("error: edgekit is not installed in this Python (pip install 'edgekit[litert]')",
+        print("error: edgekit is not installed in this Python (pip install 'edgekit-sdk[litert]')",
               file=sys.stderr)
         return 2
     try:

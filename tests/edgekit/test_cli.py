@@ -63,8 +63,8 @@ def test_every_command_in_the_tables_is_a_module_with_that_command():
     from edgekit.commands import DEVICE_COMMANDS, HOST_COMMANDS
 
     assert set(DEVICE_COMMANDS) == {"run", "bench", "verify", "inspect", "doctor", "targets",
-                                    "keygen", "sign"}
-    assert set(HOST_COMMANDS) == {"build", "estimate", "calibrate-host", "emulate"}
+                                    "keygen", "sign", "install", "rollback"}
+    assert set(HOST_COMMANDS) == {"build", "bundle", "estimate", "calibrate-host", "emulate"}
     for name, path in DEVICE_COMMANDS.items():
         assert path.startswith("edgekit.commands.") and not path.startswith("edgekit.converters")
         assert importlib.import_module(path).command.name == name
@@ -95,10 +95,10 @@ def test_host_commands_without_the_host_tools_are_user_errors_naming_the_extra(
         assert main(args) == 2, args
         err = capsys.readouterr().err
         assert f"`edgekit {args[0]}` runs on the host" in err
-        assert 'pip install "edgekit[build]"' in err and "missing: onnx, platformdirs" in err
+        assert 'pip install "edgekit-sdk[build]"' in err and "missing: onnx, platformdirs" in err
     assert main(["--help"]) == 0
     listing = capsys.readouterr().out
     build_line = next(line for line in listing.splitlines() if line.strip().startswith("build"))
-    assert "host-only" in build_line and "edgekit[build]" in build_line
+    assert "host-only" in build_line and "edgekit-sdk[build]" in build_line
     run_line = next(line for line in listing.splitlines() if line.strip().startswith("run "))
     assert "host-only" not in run_line

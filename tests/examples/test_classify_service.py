@@ -60,7 +60,7 @@ def available_backends() -> list[str]:
 
 def test_committed_artifact_is_current() -> None:
     """Built from the committed model for rpi4, with every format the profile prefers, so
-    both `pip install edgekit[litert]` and `[onnx]` can run it on the Pi."""
+    both `pip install edgekit-sdk[litert]` and `[onnx]` can run it on the Pi."""
     from edgekit.artifact import read_artifact
 
     artifact = read_artifact(ARTIFACT)

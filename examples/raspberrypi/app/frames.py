@@ -3,7 +3,7 @@
 With Pillow installed (``pip install pillow``; on the host the build already has it), every
 frame goes through ``edgekit.preprocess.preprocess_image`` with the manifest's input spec:
 the same function that prepared the calibration images and that ``Model.predict_image``
-uses. Without Pillow (a minimal ``pip install edgekit[litert]`` venv), image files are read
+uses. Without Pillow (a minimal ``pip install edgekit-sdk[litert]`` venv), image files are read
 with the standard library (PNG, PGM, PPM) and preprocessed with numpy; for frames already
 at the model's size the result is bit-identical, for other sizes resizing is a box filter
 (close to, not equal to, Pillow's).

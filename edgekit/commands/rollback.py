@@ -1,0 +1,22 @@
+"""``edgekit rollback``: switch an installed artifact back to its previous release."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from edgekit.commands.install import DEFAULT_ROOT
+
+
+@click.command(name="rollback")
+@click.argument("name")
+@click.option("--root", default=DEFAULT_ROOT, show_default=True,
+              help="Folder holding the slots (as given to edgekit install).")
+@click.option("--service", help="systemd unit to restart [default: edgekit-NAME].")
+def command(name: str, root: str, service: str | None) -> None:
+    """Make ROOT/NAME/previous current again (atomic switch) and restart the service."""
+    from edgekit.deploy import rollback
+
+    now, before = rollback(Path(root).expanduser(), name, service or f"edgekit-{name}")
+    click.echo(f"current:  {now.name} (was {before.name}, kept as previous)")
