@@ -63,12 +63,14 @@ class ExportTorch(Stage):
         import onnx
         import torch
 
+        from ..input_checks import check_weights_loaded
         from ..pytorch.inputs import example_inputs
         from ..pytorch.onnx_export import export
         from ..pytorch.source import resolve
 
         config = ctx.config
         src = resolve(config.source, config.weights)
+        check_weights_loaded(config, src.form, src.weights is not None)
         ctx.report(f"  {src.form} {src.name} ({src.kind}); tracing with a forward pass")
         traced = example_inputs(src, config.example_inputs, config.input_shape,
                                 config.dynamic_batch)
