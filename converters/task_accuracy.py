@@ -12,11 +12,12 @@ can name the worst slice rather than one cosine over everything.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .context import BuildConfig
+from .context import BuildConfig, Dataset
 from .metrics import Metric, MetricResult, choose_default, get_metric
 from .metrics.slices import OutputReport, validate_outputs, worst_slice
 
@@ -81,3 +82,26 @@ class BuildMetric:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "reason": self.reason, "labels": self.use_labels}
+
+
+class Scorer:
+    """The float reference on the validation data, once; then ``score(int8 path)``."""
+
+    def __init__(self, config: BuildConfig, float_path: Path, val: Dataset, names: list[str]) -> None:
+        from .runner import run_dataset
+
+        self.val = val
+        self.reference = run_dataset(float_path, val)
+        self.names = names if len(names) == len(self.reference) else [f"output{i}" for i in range(len(self.reference))]
+        self.task = BuildMetric.of(config, self.reference, val.labels is not None)
+
+    def score(self, path: Path) -> tuple[dict[str, float], TaskScore]:
+        """Cosine figures of the first output (others' cosine too) and the task score."""
+        from .runner import compare, run_dataset
+
+        outputs = run_dataset(path, self.val, exact_int8=True)
+        labels = self.val.labels
+        metrics = compare(self.reference[0], outputs[0], labels)
+        for extra, (ref, got) in enumerate(zip(self.reference[1:], outputs[1:], strict=True), 1):
+            metrics[f"output{extra}_cosine"] = compare(ref, got)["cosine"]
+        return metrics, self.task.score(self.reference, outputs, labels, self.names, metrics["cosine"])

@@ -70,10 +70,11 @@ class ExportTorch(Stage):
 
         config = ctx.config
         src = resolve(config.source, config.weights)
-        check_weights_loaded(config, src.form, src.weights is not None)
         ctx.report(f"  {src.form} {src.name} ({src.kind}); tracing with a forward pass")
         traced = example_inputs(src, config.example_inputs, config.input_shape,
                                 config.dynamic_batch)
+        # after the shapes: a source that cannot run at all says so first
+        check_weights_loaded(config, src.form, src.weights is not None)
         input_names = _names("--input-names", config.input_names, traced.input_names, "input")
         output_names = _names("--output-names", config.output_names, traced.output_names, "output")
         path = ctx.workdir / "exported.onnx"

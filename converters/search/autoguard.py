@@ -8,8 +8,10 @@ until the budget is met or ``--guard-time`` runs out. Today the ladder has one r
 int8: float (the nodes that quantize the tensor are excluded from quantization); the next
 rungs (int16 activations, fp16) slot in between without changing the loop.
 
-The caller decides what a miss means: exit 3 with ``table()``, or, with
-``--accept-accuracy-drop``, the best attempt shipped and said so.
+``enforce_accuracy(ctx)`` runs right after the validate stage of a plain build: a met (or
+unchecked) budget passes; a miss runs the guard, and if it still misses, ``BudgetError``
+(exit 3, the table, no artifact) unless ``--accept-accuracy-drop``, which ships the best
+attempt and says so in the manifest and summary.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .context import BuildContext
-from .task_accuracy import TaskScore
+from edgekit.errors import BudgetError
+
+from ..context import BuildContext
+from ..task_accuracy import Scorer, TaskScore
 
 LADDER: tuple[str, ...] = ("int8", "float")  # precisions a sensitive layer climbs, cheapest first
 
@@ -100,7 +104,7 @@ class Progress:
 def run_guard(ctx: BuildContext, method: str, qdq_path: Path, budget: float,
               evaluate: Callable[[Path], TaskScore]) -> GuardOutcome:
     """Keep the most sensitive tensors float until ``evaluate(path).drop <= budget``."""
-    from .search.guard import nodes_of, sensitivity, steps
+    from .guard import nodes_of, sensitivity, steps
 
     config = ctx.config
     started = time.monotonic()
@@ -144,7 +148,7 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, budget: float,
 
 def rebuild(ctx: BuildContext, method: str, nodes: list[str], k: int) -> Path:
     """Quantize once more with ``nodes`` (plus the user's) left float, in its own folder."""
-    from .stages.quantize import Quantize, QuantizeConfig
+    from ..stages.quantize import Quantize, QuantizeConfig
 
     sub = ctx.fork(f"guard{k}")
     sub.ranges = {method: ctx.ranges[method]}
@@ -166,3 +170,46 @@ def table(first: TaskScore, outcome: GuardOutcome, budget: float) -> str:
     if outcome.timed_out:
         lines.append(f"  (guard stopped at its time bound after {outcome.seconds:.0f} s; raise --guard-time)")
     return "\n".join(lines)
+
+
+def enforce_accuracy(ctx: BuildContext) -> None:
+    """After validate: met or unchecked passes; a miss runs the guard, then ships, or raises."""
+    from ..stages.validate import record_choice
+
+    check = ctx.validation.get("accuracy_budget") or {}
+    if not check.get("checked") or check.get("met"):
+        return
+    config = ctx.config
+    budget = float(check["limit"])
+    method = ctx.validation["method"]
+    scorer = Scorer(config, ctx.float_path, ctx.val, [o["name"] for o in ctx.outputs])
+    first_metrics, first = scorer.score(ctx.quant_path)
+    ctx.report(f"  int8 misses the {ctx.profile.name} accuracy budget: {first.drop:.2f} > {budget:g} "
+               f"points ({first.basis}); accuracy guard for up to {config.guard_time:g} s")
+    outcome = run_guard(ctx, method, ctx.quant_path, budget, lambda path: scorer.score(path)[1])
+    section = outcome.to_dict(budget, config.guard_time)
+    rows = table(first, outcome, budget)
+    chosen = outcome.met
+    if chosen is None and not config.accept_accuracy_drop:
+        raise BudgetError(
+            f"int8 misses the {ctx.profile.name} accuracy budget of {budget:g} points ({first.basis}) "
+            "and the accuracy guard could not meet it; no artifact written. Pass --accept-accuracy-drop "
+            "to ship it anyway, raise --guard-time, or set another budget (--max-accuracy-drop)", rows)
+    if chosen is None:
+        best = outcome.best
+        chosen = best if best is not None and best.score.drop < first.drop else None
+    candidates = ctx.validation["candidates"]
+    if chosen is not None:
+        metrics, score = scorer.score(chosen.path)
+        record_choice(ctx, chosen.path, method, metrics, score, scorer.task, candidates)
+        ctx.quantization["keep_float"] = sorted(set(config.keep_float) | set(chosen.nodes))
+    else:
+        record_choice(ctx, ctx.quant_path, method, first_metrics, first, scorer.task, candidates)
+    if outcome.met is None:
+        section["accepted_drop"] = ctx.validation["accuracy_drop"]
+        ctx.validation["accuracy_budget"]["accepted"] = True
+        ctx.warn(f"accuracy drop ACCEPTED (--accept-accuracy-drop): {ctx.validation['accuracy_drop']:.2f} "
+                 f"points lost, over the {ctx.profile.name} budget of {budget:g}")
+        ctx.report(rows)
+    ctx.extra_manifest["accuracy_guard"] = section
+    ctx.mark("accuracy_guard", "validation", "quant_path", "quantization", "extra_manifest")
