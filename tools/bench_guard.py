@@ -7,7 +7,7 @@ Prints the exit code, wall time against the bound, and the guard's manifest sect
 build must end in exit 0 with the budget met, or exit 3 with no artifact: never a shipped miss.
 
     python tools/bench_guard.py                      # every zoo model, --guard-time 180
-    python tools/bench_guard.py --only mobilenetv2_like --guard-time 120
+    python tools/bench_guard.py --only mobilenetv2_like --guard-time 120 --metric sqnr
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE))
 import zoo  # noqa: E402
 
 
-def bench(name: str, guard_time: float, samples: int, folder: Path) -> None:
+def bench(name: str, guard_time: float, samples: int, folder: Path, metric: str | None) -> None:
     factory, shape = zoo.MODELS[name]
     source = zoo.export_onnx(factory(), zoo.example_input(name), folder / f"{name}.onnx")
     rng = np.random.default_rng(0)
@@ -37,6 +37,7 @@ def bench(name: str, guard_time: float, samples: int, folder: Path) -> None:
     command = [str(Path(sys.executable).parent / "edgekit"), "build", str(source), "--target", "rpi4",
                "--calib", str(folder / "calib.npz"), "--val", str(folder / "val.npz"), "--format", "onnx",
                "--guard-time", str(guard_time), "-o", str(out), "--json"]
+    command += ["--metric", metric] if metric else []
     began = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - began
@@ -57,10 +58,11 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted(zoo.MODELS))
     parser.add_argument("--guard-time", type=float, default=180.0)
     parser.add_argument("--samples", type=int, default=64)
+    parser.add_argument("--metric", help="passed to the build (sqnr: the budget bounds (1 - cosine) x 100)")
     args = parser.parse_args()
     for name in [args.only] if args.only else list(zoo.MODELS):
         with tempfile.TemporaryDirectory() as tmp:
-            bench(name, args.guard_time, args.samples, Path(tmp))
+            bench(name, args.guard_time, args.samples, Path(tmp), args.metric)
 
 
 if __name__ == "__main__":
