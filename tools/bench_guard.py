@@ -8,6 +8,10 @@ build must end in exit 0 with the budget met, or exit 3 with no artifact: never 
 
     python tools/bench_guard.py                      # every zoo model, --guard-time 180
     python tools/bench_guard.py --only mobilenetv2_like --guard-time 120 --metric sqnr
+
+Measured here (2026-12-03, 64 standard-normal samples): mobilenetv2_like exit 0 in 92 s (top1
+agreement drop 0.00) and in 52 s with --metric sqnr (drop 0.01): int8 met the budget, so the
+guard did not run; a random-weight zoo model on noise does not exercise the guard's bound.
 """
 
 from __future__ import annotations
