@@ -116,6 +116,12 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
                 from .search import run_search
 
                 run_search(ctx, stages)
+            elif "validate" in stages:  # the accuracy budget is enforced between validate and the rest
+                from .search.autoguard import enforce_accuracy
+
+                Pipeline(stages.until("validate")).run(ctx)
+                enforce_accuracy(ctx)
+                Pipeline(stages.after("validate")).run(ctx)
             else:
                 Pipeline(stages.names).run(ctx)
     finally:

@@ -63,6 +63,12 @@ class BuildConfig:
     search: bool = False
     quiet: bool = False
     sign_key: str | None = None  # Ed25519 private key file: sign the final manifest
+    # accuracy you can trust (issue 14): task metric, the default-on guard, input checks
+    metric: str | None = None  # top1 | detection | ctc | sqnr | module:function; None: chosen from outputs
+    postprocess: str | None = None  # detection: module:function decoding outputs into boxes
+    guard_time: float = 180.0  # seconds the accuracy guard may spend before giving up
+    accept_accuracy_drop: bool = False  # ship a build that misses the accuracy budget (said so)
+    random_weights: bool = False  # PyTorch module sources: building without --weights is intended
     # expert knobs (API only)
     keep_float: tuple[str, ...] = ()  # node names quantize leaves float (the guard sets its own)
     prune_ratios: tuple[float, ...] | None = None  # search: ratios tried; None: search.RATIOS

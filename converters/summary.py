@@ -29,8 +29,26 @@ def summary_lines(result: Any) -> list[str]:
         if "accuracy_int8" in val:
             parts.append(f"accuracy {val['accuracy_float']:.2%} float -> {val['accuracy_int8']:.2%} int8")
         lines.append(f"  validation on {val.get('samples')} held-out samples: " + ", ".join(parts))
+        metric = val.get("metric")
+        if isinstance(metric, dict) and "score" in metric:
+            lines.append(f"  task metric {metric['name']} ({metric.get('reason', '')}): {metric['score']:.4g} "
+                         f"{metric['unit']}, drop {metric['drop']:.2f} points")
+        worst = val.get("worst_slice")
+        if worst:
+            lines.append(f"  worst slice: {worst['output']} channels {worst['channels'][0]}..{worst['channels'][1]} "
+                         f"SQNR {worst['sqnr_db']:.1f} dB, {worst['decisions_changed']:.1%} decisions changed")
         if not val.get("verified", True):
             lines.append("  accuracy UNVERIFIED: calibrated and validated on synthetic data")
+    for packed in m["quantization"].get("packed_outputs") or []:
+        lines.append(f"  {packed['line']}")
+    guard = m.get("accuracy_guard") or {}
+    if "attempts" in guard:
+        if guard.get("met"):
+            lines.append(f"  accuracy guard: budget met with {len(guard['attempts'][-1]['nodes'])} node(s) float "
+                         f"in {guard['seconds']:.0f} s")
+        elif "accepted_drop" in guard:
+            lines.append(f"  ACCURACY BUDGET MISSED and accepted (--accept-accuracy-drop): drop "
+                         f"{guard['accepted_drop']:.2f} > {guard['budget_points']:g} points")
     pruning = m.get("pruning")
     if pruning:
         lines.append(f"  pruning: {pruning['method']}, ratio {pruning['ratio']:g}"

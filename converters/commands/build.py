@@ -58,6 +58,16 @@ from edgekit.errors import UserError
 @click.option("--sign", "sign_key", type=click.Path(dir_okay=False), metavar="KEY",
               help="Sign the artifact's manifest with this Ed25519 private key "
                    "(`edgekit keygen`); devices that trust its public key accept it.")
+# -- accuracy you can trust (issue 14): task metric, guard, input checks
+@click.option("--metric", help="Task metric: top1, detection, ctc, sqnr or module:function "
+              "(default: chosen from the outputs, recorded in the manifest).")
+@click.option("--postprocess", help="Detection decode as module:function (default: YOLO-style).")
+@click.option("--guard-time", type=float, default=180.0, show_default=True,
+              help="Seconds the accuracy guard may spend keeping sensitive layers float.")
+@click.option("--accept-accuracy-drop", is_flag=True,
+              help="Ship even when the accuracy budget is missed (manifest and summary say so).")
+@click.option("--random-weights", is_flag=True,
+              help="PyTorch module sources: build from the initial weights on purpose (no --weights).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON when done.")
 def command(source: str, target: str | None, calib: str | None, val: str | None,
@@ -73,7 +83,9 @@ def command(source: str, target: str | None, calib: str | None, val: str | None,
           input_names: list[str] | None, output_names: list[str] | None,
           max_latency_ms: float | None, max_ram_mb: float | None, max_power_w: float | None,
           max_storage_mb: float | None, max_accuracy_drop: float | None, prune: float | None,
-          search: bool, sign_key: str | None, quiet: bool, as_json: bool) -> None:
+          search: bool, sign_key: str | None, metric: str | None, postprocess: str | None,
+          guard_time: float, accept_accuracy_drop: bool, random_weights: bool, quiet: bool,
+          as_json: bool) -> None:
     """Build an int8 artifact of SOURCE for a target board.
 
     SOURCE: an .onnx file, a TorchScript .pt, an ExportedProgram .pt2, 'package.module:callable'
@@ -105,6 +117,8 @@ def command(source: str, target: str | None, calib: str | None, val: str | None,
                                  ("power_w", max_power_w), ("storage_mb", max_storage_mb),
                                  ("accuracy_drop", max_accuracy_drop)) if v is not None}
     torch_options.update(budgets=budgets, prune=prune, search=search, sign_key=sign_key)
+    torch_options.update(metric=metric, postprocess=postprocess, guard_time=guard_time,
+                         accept_accuracy_drop=accept_accuracy_drop, random_weights=random_weights)
     if (budgets or search) and click.get_current_context().get_parameter_source(
             "method") == click.core.ParameterSource.DEFAULT:
         method = "auto"  # the search tries every calibration method unless one is asked for

@@ -87,7 +87,13 @@ def channel_groups(reference: np.ndarray, axis: int, ratio: float = GROUP_RATIO)
 def decisions_changed(ref: np.ndarray, got: np.ndarray) -> tuple[float, str]:
     """Share of positions (rows of ``[positions, channels]``) whose decision changed."""
     if ref.shape[1] > 1:
-        return float((ref.argmax(1) != got.argmax(1)).mean()), "argmax"
+        changed = ref.argmax(1) != got.argmax(1)
+        if ref.min() >= 0 and ref.max() <= 1:
+            # probabilities: where no model scores 0.5 (a detector's background anchors) the
+            # argmax is noise, not a decision; count the positions where one is made
+            decided = (ref.max(1) >= 0.5) | (got.max(1) >= 0.5)
+            return (float(changed[decided].mean()) if decided.any() else 0.0), "argmax where a score >= 0.5"
+        return float(changed.mean()), "argmax"
     if ref.min() >= 0 and ref.max() <= 1:
         threshold = 0.5
     elif ref.min() < 0 < ref.max():

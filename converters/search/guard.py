@@ -154,8 +154,15 @@ def _with_weight(model: Any, name: str, values: np.ndarray) -> bytes:
 
 
 def sensitivity(float_path: Path, qdq_path: Path, data: Dataset,
-                samples: int = SAMPLES) -> list[Sensitivity]:
-    """Every tensor the int8 model quantizes, most sensitive (lowest output SQNR) first."""
+                samples: int = SAMPLES, deadline: float | None = None,
+                progress: Callable[[int], None] | None = None) -> list[Sensitivity]:
+    """Every tensor the int8 model quantizes, most sensitive (lowest output SQNR) first.
+
+    ``deadline`` (a ``time.monotonic()`` value): stop measuring then and rank what was
+    measured. ``progress(total)`` is called once with the number of tensors, then with 0
+    after each one (a progress bar's total and ticks)."""
+    import time
+
     import onnx
     from onnxruntime.quantization.qdq_loss_debug import create_weight_matching
 
@@ -173,18 +180,30 @@ def sensitivity(float_path: Path, qdq_path: Path, data: Dataset,
                  if classifier else None)
         return sqnr_db(reference, got), agree
 
+    activations = _quantized_activations(qdq, tensors)
+    matched = {name: np.asarray(pair["dequantized"])
+               for name, pair in create_weight_matching(str(float_path), str(qdq_path)).items()
+               # biases (int32, scale from input x weight) add no measurable noise
+               if name in weights and pair.get("dequantized") is not None
+               and np.asarray(pair["dequantized"]).ndim >= 2}
+    if progress is not None:
+        progress(len(activations) + len(matched))
     results: list[Sensitivity] = []
-    for tensor, (scale, zero) in _quantized_activations(qdq, tensors).items():
+    for tensor, (scale, zero) in activations.items():
+        if deadline is not None and time.monotonic() > deadline:
+            break
         db, agree = measure(_with_fake_quant(model, tensor, scale, zero))
         results.append(Sensitivity(tensor, "activation", fix_set(model, tensor, "activation"),
                                    db, agree))
-    matched = create_weight_matching(str(float_path), str(qdq_path))
-    for name, pair in matched.items():
-        values = pair.get("dequantized")
-        if name not in weights or values is None or np.asarray(values).ndim < 2:
-            continue  # biases (int32, scale from input x weight) add no measurable noise
-        db, agree = measure(_with_weight(model, name, np.asarray(values)))
+        if progress is not None:
+            progress(0)
+    for name, values in matched.items():
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        db, agree = measure(_with_weight(model, name, values))
         results.append(Sensitivity(name, "weight", fix_set(model, name, "weight"), db, agree))
+        if progress is not None:
+            progress(0)
     return sorted(results, key=lambda s: s.sqnr_db)
 
 

@@ -42,6 +42,7 @@ from ..runner import run_dataset
 from ..stages.calibrate import CalibrateConfig
 from ..stages.prune import PruneConfig, check_ratio
 from ..stages.quantize import QuantizeConfig
+from ..task_accuracy import BuildMetric
 from . import budgets as B
 from .cache import PrefixCache
 
@@ -97,6 +98,7 @@ class Search:
         self.checked = self._checked_budgets()
         self.candidates: list[Candidate] = []
         self.reference: list[np.ndarray] = []
+        self.task: BuildMetric | None = None
         self.stopped_early = False
         self.started = time.perf_counter()
         self.cache = PrefixCache(plan, ctx)
@@ -129,6 +131,7 @@ class Search:
         data = self.cache.run("data")  # the source read and its data split, once
         self.started = time.perf_counter()
         self.reference = run_dataset(data.float_path, data.val)
+        self.task = BuildMetric.of(self.base.config, self.reference, data.val.labels is not None)
         self.base.report(f"  search over prune {self.ratios} x {self.methods} x float fallback; "
                          f"budgets: " + ", ".join(f"{k} {v:g}" for k, v in
                                                    self.budgets.limits.items()))
@@ -190,6 +193,11 @@ class Search:
         ctx.mark("search", "quant_path")  # the search validates; the validate stage does not run
         outputs = run_dataset(path, ctx.val, exact_int8=True)
         acc = B.accuracy_figures(self.reference[0], outputs[0], ctx.val.labels)
+        if self.task is not None and self.task.name not in ("top1", "sqnr"):
+            # a task metric (detection, ctc, a user's) bounds the budget, not the cosine
+            score = self.task.score(self.reference, outputs, ctx.val.labels,
+                                    [o["name"] for o in ctx.outputs], acc["cosine"])
+            acc.update(accuracy_drop=score.drop, metric=f"{self.task.name}: {score.basis}")
         data = path.read_bytes()
         vectors = B.vector_bytes(ctx.inputs, ctx.outputs, _quantized_inputs(data), len(data),
                                  len(ctx.val), ctx.config.test_vectors, len(ctx.formats))

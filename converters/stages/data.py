@@ -10,6 +10,7 @@ from edgekit.errors import CalibrationError, UserError
 
 from ..context import BuildContext
 from ..data import SYNTHETIC, load_dataset
+from ..input_checks import check_calibration_size, check_value_range
 from ..pipeline import Stage
 
 
@@ -56,6 +57,8 @@ class LoadData(Stage):
                    for i in fed]
         calib, spec = load_dataset(str(config.calib), fed, config.preprocess,
                                    progress=not config.quiet, limit=limit, seed=config.seed)
+        if spec is None:  # arrays, not images: nothing scaled them (input_checks.py)
+            check_value_range(calib, ctx.inputs, config)
         if spec is not None:
             ctx.extra_manifest["preprocess"] = spec
             ctx.inputs[0]["preprocess"] = spec
@@ -72,6 +75,7 @@ class LoadData(Stage):
         else:
             ctx.calib, val = split(calib, config.calib_samples, config.seed)
         ctx.val = val.take(slice(0, config.val_samples))
+        check_calibration_size(ctx.calib, ctx.warn)
         if hasattr(calib, "class_names"):
             ctx.extra_manifest["labels"] = calib.class_names
         ctx.report(f"  calibration: {len(ctx.calib)} samples, validation: {len(ctx.val)} samples "

@@ -63,6 +63,7 @@ class ExportTorch(Stage):
         import onnx
         import torch
 
+        from ..input_checks import check_weights_loaded
         from ..pytorch.inputs import example_inputs
         from ..pytorch.onnx_export import export
         from ..pytorch.source import resolve
@@ -72,6 +73,8 @@ class ExportTorch(Stage):
         ctx.report(f"  {src.form} {src.name} ({src.kind}); tracing with a forward pass")
         traced = example_inputs(src, config.example_inputs, config.input_shape,
                                 config.dynamic_batch)
+        # after the shapes: a source that cannot run at all says so first
+        check_weights_loaded(config, src.form, src.weights is not None)
         input_names = _names("--input-names", config.input_names, traced.input_names, "input")
         output_names = _names("--output-names", config.output_names, traced.output_names, "output")
         path = ctx.workdir / "exported.onnx"

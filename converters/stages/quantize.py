@@ -70,7 +70,7 @@ class Quantize(Stage):
     name = "quantize"
     Config = QuantizeConfig
     config: QuantizeConfig
-    requires = frozenset({"float_path", "ranges"})
+    requires = frozenset({"calib", "float_path", "ranges"})
     provides = frozenset({"candidates", "quantization"})
 
     def __init__(self) -> None:
@@ -95,6 +95,7 @@ class Quantize(Stage):
                  "entropy": CalibrationMethod.Entropy}
         activation = QuantType.QUInt8 if ctx.activation_type == "uint8" else QuantType.QInt8
         keep_float = list(self.config.keep_float)
+        keep_float += [c for c in self._split_packed(ctx) if c not in keep_float]
         per_channel = self.config.per_channel
         extra_options = {
             "WeightSymmetric": True,  # int8 weights, zero point 0: what integer kernels expect
@@ -120,3 +121,15 @@ class Quantize(Stage):
                      "keep_float": keep_float, "extra_options": extra_options,
                      "reduce_range": reduce_range}
         ctx.quantization.update(self.used)
+
+    def _split_packed(self, ctx: BuildContext) -> list[str]:
+        """Concats joining packed outputs' branches, kept float so each branch has its own scale
+        (``converters/split_packed.py``); found once per float model and reported."""
+        from ..split_packed import find_packed_outputs
+
+        found = [p.to_dict() for p in find_packed_outputs(ctx.float_path, ctx.calib)]
+        if ctx.quantization.get("packed_outputs") != found:  # say it once, not on every guard rebuild
+            for item in found:
+                ctx.report(f"  {item['line']}")
+        ctx.quantization["packed_outputs"] = found
+        return [p["concat_kept_float"] for p in ctx.quantization["packed_outputs"] if p["concat_kept_float"]]

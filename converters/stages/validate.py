@@ -1,21 +1,26 @@
-"""Validate: compare each int8 candidate with the float model on held-out data; keep the best.
+"""Validate: score each int8 candidate against the float model with the task metric; keep the
+best; say whether it meets the accuracy budget.
 
-Best = highest int8 accuracy when labels are known, else highest mean cosine similarity
-of the outputs (ties: lowest max abs error).
+The metric is ``--metric`` or a default chosen from the float outputs (``task_accuracy.py``);
+best = lowest drop in points (ties: highest cosine, then lowest max abs error). Every output
+is also checked per slice of channels (``metrics.slices``): the manifest and summary name the
+worst slice, which one cosine over a packed output hides.
+
+The budget is the profile's ``accuracy_drop``; ``validation.accuracy_budget`` records whether
+the choice meets it. Acting on a miss (the accuracy guard, exit 3, or an accepted drop) is
+``search/autoguard.py``'s job, run by the build right after this stage. Synthetic data
+cannot verify anything, and a budget search has its own guard: neither is checked here.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ..context import BuildContext
 from ..pipeline import Stage
 from ..qdq import float_nodes, input_quantization, output_quantization
-from ..runner import compare, run_dataset
-
-
-def score(metrics: dict[str, float]) -> tuple[float, float, float]:
-    return (metrics.get("accuracy_int8", 0.0), metrics["cosine"], -metrics["max_abs_error"])
+from ..task_accuracy import BuildMetric, Scorer, TaskScore
 
 
 def annotate_io(ctx: BuildContext, model: Any) -> None:
@@ -31,61 +36,63 @@ def annotate_io(ctx: BuildContext, model: Any) -> None:
                 spec.pop("quantization", None)
 
 
+def record_choice(ctx: BuildContext, path: Path, method: str, metrics: dict[str, float],
+                  score: TaskScore, task: BuildMetric, table: dict[str, dict[str, float]]) -> None:
+    """Make ``path`` the build's int8 model and write the manifest's validation section."""
+    import onnx
+
+    budget = ctx.profile.budgets.accuracy_drop
+    checked = not (ctx.val.synthetic or ctx.config.search or ctx.config.budgets)
+    ctx.quant_path = path
+    ctx.validation = {
+        "samples": len(ctx.val),
+        "source": ctx.val.source,
+        "verified": not ctx.val.synthetic,
+        "method": method,
+        **metrics,
+        "metric": {**task.to_dict(), **score.to_dict()},
+        "accuracy_drop": round(score.drop, 4),
+        "accuracy_budget": {"limit": budget, "checked": checked, "met": score.drop <= budget},
+        "worst_slice": score.worst(),
+        "outputs": [{"name": r.name, "sqnr_db": round(r.sqnr_db, 2), "slices": len(r.slices),
+                     "worst_sqnr_db": round(r.worst.sqnr_db, 2),
+                     "worst_decisions_changed": round(r.worst.decisions_changed, 6)} for r in score.outputs],
+        "candidates": table,
+    }
+    if ctx.val.synthetic:
+        ctx.validation["note"] = "synthetic data: accuracy unverified"
+    ctx.quantization["method"] = method
+    model = onnx.load(str(path))
+    ctx.quantization["float_nodes"] = float_nodes(model)
+    annotate_io(ctx, model)
+
+
 class Validate(Stage):
     name = "validate"
     requires = frozenset({"candidates", "float_path", "inputs", "outputs", "val"})
     provides = frozenset({"inputs", "outputs", "quant_path", "quantization", "validation"})
 
     def params(self, ctx: BuildContext) -> dict[str, Any]:
-        return {"samples": ctx.validation.get("samples"), "chosen": ctx.validation.get("method")}
+        return {"samples": ctx.validation.get("samples"), "chosen": ctx.validation.get("method"),
+                "metric": (ctx.validation.get("metric") or {}).get("name")}
 
     def run(self, ctx: BuildContext) -> None:
-        import onnx
-
-        reference = run_dataset(ctx.float_path, ctx.val)
-        labels = ctx.val.labels
+        scorer = Scorer(ctx.config, ctx.float_path, ctx.val, [o["name"] for o in ctx.outputs])
+        task = scorer.task
+        ctx.report(f"  metric: {task.name} ({task.reason})")
         table: dict[str, dict[str, float]] = {}
+        scores: dict[str, TaskScore] = {}
         for method, path in ctx.candidates.items():
-            outputs = run_dataset(path, ctx.val, exact_int8=True)
-            # the first output decides; the others are reported too
-            table[method] = compare(reference[0], outputs[0], labels)
-            for extra, (ref, got) in enumerate(zip(reference[1:], outputs[1:], strict=True), 1):
-                table[method][f"output{extra}_cosine"] = compare(ref, got)["cosine"]
-        method = max(table, key=lambda m: score(table[m]))
-        ctx.quant_path = ctx.candidates[method]
-        ctx.validation = {
-            "samples": len(ctx.val),
-            "source": ctx.val.source,
-            "verified": not ctx.val.synthetic,
-            "method": method,
-            **table[method],
-            "candidates": table,
-        }
-        if ctx.val.synthetic:
-            ctx.validation["note"] = "synthetic data: accuracy unverified"
-        ctx.quantization["method"] = method
-        chosen = onnx.load(str(ctx.quant_path))
-        ctx.quantization["float_nodes"] = float_nodes(chosen)
-        annotate_io(ctx, chosen)
-        self._check_accuracy_budget(ctx, table[method])
+            table[method], scores[method] = scorer.score(path)
+            table[method]["task_drop"] = scores[method].drop
+        method = min(table, key=lambda m: (scores[m].drop, -table[m]["cosine"], table[m]["max_abs_error"]))
         for name, metrics in table.items():
             mark = "*" if name == method else " "
             acc = (f" acc {metrics['accuracy_float']:.2%} -> {metrics['accuracy_int8']:.2%}"
                    if "accuracy_int8" in metrics else "")
-            ctx.report(f"  {mark} {name:<10} cosine {metrics['cosine']:.5f}  max|err| "
-                       f"{metrics['max_abs_error']:.4g}{acc}")
-
-    @staticmethod
-    def _check_accuracy_budget(ctx: BuildContext, metrics: dict[str, float]) -> None:
-        """A plain build does not search, but says when int8 misses the accuracy budget."""
-        if ctx.val.synthetic or ctx.config.search or ctx.config.budgets:
-            return  # unverifiable, or the search and its accuracy guard handle it
-        if "accuracy_int8" in metrics:
-            drop, unit = (metrics["accuracy_float"] - metrics["accuracy_int8"]) * 100, "points"
-        else:
-            drop, unit = (1 - metrics["cosine"]) * 100, "x (1 - cosine) x 100"
-        budget = ctx.profile.budgets.accuracy_drop
-        if drop > budget:
-            ctx.warn(f"int8 loses {drop:.2f} {unit} against float, over the {ctx.profile.name} "
-                     f"accuracy budget of {budget:g}: rebuild with --max-accuracy-drop {budget:g} "
-                     "to let the accuracy guard keep the most sensitive layers in float")
+            ctx.report(f"  {mark} {name:<10} {task.name} drop {scores[name].drop:.2f} pts  cosine "
+                       f"{metrics['cosine']:.5f}  max|err| {metrics['max_abs_error']:.4g}{acc}")
+        record_choice(ctx, ctx.candidates[method], method, table[method], scores[method], task, table)
+        worst = ctx.validation["worst_slice"]
+        ctx.report(f"  worst slice: {worst['output']} channels {worst['channels'][0]}..{worst['channels'][1]} "
+                   f"SQNR {worst['sqnr_db']:.1f} dB, {worst['decisions_changed']:.1%} decisions changed")

@@ -103,11 +103,35 @@ def test_build_keeps_the_sensitive_layers_float_until_accuracy_is_met(tmp_path):
     assert runs["quantize"] == len(table) > 1 and runs["calibrate"] == runs["prepare"] == 1
 
 
-def test_plain_build_warns_when_int8_misses_the_accuracy_budget(tmp_path):
-    """Without budget flags nothing is searched, but the miss is said, with the flag to pass."""
+def test_plain_build_runs_the_guard_until_the_budget_is_met(tmp_path):
+    """No budget flags: the guard is on by default and keeps the crushed layers float."""
     source = outlier_digits(tmp_path)
     result = build(str(source), target="host", calib=str(DIGITS_NPZ),
                    output=tmp_path / "plain.edgekit", formats=["onnx"], quiet=True)
-    warning = next(w for w in result.warnings if "accuracy budget" in w)
-    assert "--max-accuracy-drop 1" in warning and "points" in warning
-    assert "search" not in result.manifest
+    m = result.manifest
+    assert "search" not in m
+    section = m["accuracy_guard"]
+    assert section["met"] and section["ladder"] == ["int8", "float"]
+    assert section["attempts"][-1]["drop"] <= 1.0 < section["attempts"][0]["drop"] or len(section["attempts"]) == 1
+    assert m["validation"]["accuracy_drop"] <= 1.0
+    assert {"node_conv2d", "node_conv2d_1"} <= {n["name"] for n in m["quantization"]["float_nodes"]}
+    assert "accuracy guard: budget met" in result.summary()
+
+
+def test_plain_build_never_ships_a_miss(tmp_path):
+    """The guard out of time: exit 3 with the table and no artifact, unless the drop is accepted."""
+    from edgekit.cli import main
+
+    source = outlier_digits(tmp_path)
+    out = tmp_path / "missed.edgekit"
+    code = main(["build", str(source), "--target", "host", "--calib", str(DIGITS_NPZ), "-o", str(out),
+                 "--format", "onnx", "--guard-time", "0", "-q"])
+    assert code == 3 and not out.exists()
+    result = build(str(source), target="host", calib=str(DIGITS_NPZ), output=out, formats=["onnx"],
+                   quiet=True, guard_time=0, accept_accuracy_drop=True)
+    assert out.exists()
+    m = result.manifest
+    assert not m["accuracy_guard"]["met"] and m["accuracy_guard"]["accepted_drop"] > 1.0
+    assert m["validation"]["accuracy_drop"] > 1.0
+    assert "ACCURACY BUDGET MISSED and accepted" in result.summary()
+    assert any("ACCEPTED" in w for w in result.warnings)

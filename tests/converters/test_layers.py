@@ -38,7 +38,8 @@ def test_converters_have_no_import_cycle() -> None:
 LAYERS = [
     ("contracts", ["context", "pipeline"]),
     ("helpers", ["runner", "qdq", "data", "shapes", "cache", "io_spec"]),
-    ("libraries", ["estimate", "tflite", "pruning", "pytorch", "metrics", "emulation"]),
+    ("libraries", ["estimate", "tflite", "pruning", "pytorch", "metrics", "emulation", "task_accuracy",
+                   "split_packed", "input_checks"]),
     ("stages", ["stages"]),
     ("search", ["search"]),
     ("API", ["", "summary"]),

@@ -31,7 +31,7 @@ def test_worst_slice_is_the_scores_one_grid_ruined() -> None:
     boxes, scores = report.slices
     assert boxes.sqnr_db > 40 and scores.sqnr_db < 10
     assert report.worst is scores
-    assert scores.decision == "argmax" and scores.decisions_changed > 0.5
+    assert scores.decision.startswith("argmax") and scores.decisions_changed > 0.5
     assert report.sqnr_db > 40  # the whole output looks fine: the reason slices exist
     name, worst = slices.worst_slice([report, slices.validate_output(ref[:, :4], ref[:, :4], "other")])
     assert name == "output0" and worst is scores

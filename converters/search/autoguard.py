@@ -1,0 +1,215 @@
+"""The accuracy guard of a plain build: on by default, bounded in time, with a progress bar.
+
+When the chosen int8 candidate misses the profile's accuracy budget (measured with the
+build's task metric, ``task_accuracy.py``), the guard ranks the quantized tensors by how
+much output SQNR each costs alone (``search/guard.sensitivity``) and moves the most
+sensitive ones up the precision ``LADDER``, more at each rebuild (1, 2, 4, 8 ... of them),
+until the budget is met or ``--guard-time`` runs out. Today the ladder has one rung above
+int8: float (the nodes that quantize the tensor are excluded from quantization); the next
+rungs (int16 activations, fp16) slot in between without changing the loop.
+
+``enforce_accuracy(ctx)`` runs right after the validate stage of a plain build: a met (or
+unchecked) budget passes; a miss runs the guard, and if it still misses, ``BudgetError``
+(exit 3, the table, no artifact) unless ``--accept-accuracy-drop``, which ships the best
+attempt and says so in the manifest and summary.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgekit.errors import BudgetError
+
+from ..context import BuildContext
+from ..task_accuracy import Scorer, TaskScore
+
+LADDER: tuple[str, ...] = ("int8", "float")  # precisions a sensitive layer climbs, cheapest first
+
+
+@dataclass
+class Attempt:
+    float_tensors: list[str]
+    nodes: list[str]
+    path: Path
+    score: TaskScore
+    met: bool
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"float_tensors": self.float_tensors, "nodes": self.nodes, "drop": round(self.score.drop, 4),
+                "met": self.met, "seconds": round(self.seconds, 2)}
+
+
+@dataclass
+class GuardOutcome:
+    attempts: list[Attempt] = field(default_factory=list)
+    ranked: int = 0            # tensors whose sensitivity was measured
+    timed_out: bool = False
+    seconds: float = 0.0
+
+    @property
+    def met(self) -> Attempt | None:
+        return next((a for a in self.attempts if a.met), None)
+
+    @property
+    def best(self) -> Attempt | None:
+        return min(self.attempts, key=lambda a: a.score.drop, default=None)
+
+    def to_dict(self, budget: float, time_bound: float) -> dict[str, Any]:
+        return {"ladder": list(LADDER), "budget_points": budget, "time_bound_s": time_bound,
+                "seconds": round(self.seconds, 2), "timed_out": self.timed_out,
+                "tensors_ranked": self.ranked, "met": self.met is not None,
+                "attempts": [a.to_dict() for a in self.attempts]}
+
+
+def prefix_sizes(count: int) -> list[int]:
+    """1, 2, 4, 8 ... and ``count``: few rebuilds, and the last one tries every ranked step."""
+    sizes, k = [], 1
+    while k < count:
+        sizes.append(k)
+        k *= 2
+    return sizes + [count] if count else []
+
+
+class Progress:
+    """A tqdm bar on a TTY unless quiet; nothing otherwise (logs stay clean)."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.bar: Any = None
+        self.enabled = not quiet and sys.stderr.isatty()
+
+    def __call__(self, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc="accuracy guard", unit="step", leave=False, file=sys.stderr)
+        elif total:
+            self.bar.total += total
+            self.bar.refresh()
+        else:
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run_guard(ctx: BuildContext, method: str, qdq_path: Path, budget: float,
+              evaluate: Callable[[Path], TaskScore]) -> GuardOutcome:
+    """Keep the most sensitive tensors float until ``evaluate(path).drop <= budget``."""
+    from .guard import nodes_of, sensitivity, steps
+
+    config = ctx.config
+    started = time.monotonic()
+    deadline = started + config.guard_time
+    outcome = GuardOutcome()
+    progress = Progress(config.quiet)
+    try:
+        ranking = sensitivity(ctx.float_path, qdq_path, ctx.calib, config.sensitivity_samples,
+                              deadline=deadline, progress=progress)
+        outcome.ranked = len(ranking)
+        plans = steps(ranking, max_steps=len(ranking))
+        sizes = prefix_sizes(len(plans))
+        progress(len(sizes))
+        if ranking:
+            ctx.report("  accuracy guard: most sensitive " + ", ".join(
+                f"{s.tensor} ({s.sqnr_db:.1f} dB)" for s in ranking[:3]))
+        for k, size in enumerate(sizes):
+            if time.monotonic() > deadline:
+                outcome.timed_out = True
+                break
+            began = time.monotonic()
+            plan = plans[size - 1]
+            nodes = nodes_of(plan)
+            path = rebuild(ctx, method, nodes, k)
+            score = evaluate(path)
+            attempt = Attempt([p.tensor for p in plan], nodes, path, score, score.drop <= budget,
+                              time.monotonic() - began)
+            outcome.attempts.append(attempt)
+            progress(0)
+            ctx.report(f"  accuracy guard: {len(plan)} tensor(s) float ({len(nodes)} nodes): "
+                       f"drop {score.drop:.2f} points -> {'meets' if attempt.met else 'misses'} {budget:g}")
+            if attempt.met:
+                break
+        else:
+            outcome.timed_out = time.monotonic() > deadline and outcome.met is None
+    finally:
+        progress.close()
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def rebuild(ctx: BuildContext, method: str, nodes: list[str], k: int) -> Path:
+    """Quantize once more with ``nodes`` (plus the user's) left float, in its own folder."""
+    from ..stages.quantize import Quantize, QuantizeConfig
+
+    sub = ctx.fork(f"guard{k}")
+    sub.ranges = {method: ctx.ranges[method]}
+    sub.candidates = {}
+    step = Quantize()
+    step.config = QuantizeConfig(tuple(sorted(set(ctx.config.keep_float) | set(nodes))), ctx.config.per_channel)
+    step.run(sub)
+    return sub.candidates[method]
+
+
+def table(first: TaskScore, outcome: GuardOutcome, budget: float) -> str:
+    """Rows: the plain int8 build and every guard attempt, with the drop against the budget."""
+    rows = [("int8 (no float layers)", first.drop)]
+    rows += [(f"{len(a.float_tensors)} tensor(s) float, {len(a.nodes)} node(s)", a.score.drop)
+             for a in outcome.attempts]
+    width = max(len(r[0]) for r in rows)
+    lines = [f"  {'build':<{width}}  drop (points)  budget {budget:g}"]
+    lines += [f"  {name:<{width}}  {drop:13.2f}  {'met' if drop <= budget else 'MISSED'}" for name, drop in rows]
+    if outcome.timed_out:
+        lines.append(f"  (guard stopped at its time bound after {outcome.seconds:.0f} s; raise --guard-time)")
+    return "\n".join(lines)
+
+
+def enforce_accuracy(ctx: BuildContext) -> None:
+    """After validate: met or unchecked passes; a miss runs the guard, then ships, or raises."""
+    from ..stages.validate import record_choice
+
+    check = ctx.validation.get("accuracy_budget") or {}
+    if not check.get("checked") or check.get("met"):
+        return
+    config = ctx.config
+    budget = float(check["limit"])
+    method = ctx.validation["method"]
+    scorer = Scorer(config, ctx.float_path, ctx.val, [o["name"] for o in ctx.outputs])
+    first_metrics, first = scorer.score(ctx.quant_path)
+    ctx.report(f"  int8 misses the {ctx.profile.name} accuracy budget: {first.drop:.2f} > {budget:g} "
+               f"points ({first.basis}); accuracy guard for up to {config.guard_time:g} s")
+    outcome = run_guard(ctx, method, ctx.quant_path, budget, lambda path: scorer.score(path)[1])
+    section = outcome.to_dict(budget, config.guard_time)
+    rows = table(first, outcome, budget)
+    chosen = outcome.met
+    if chosen is None and not config.accept_accuracy_drop:
+        raise BudgetError(
+            f"int8 misses the {ctx.profile.name} accuracy budget of {budget:g} points ({first.basis}) "
+            "and the accuracy guard could not meet it; no artifact written. Pass --accept-accuracy-drop "
+            "to ship it anyway, raise --guard-time, or set another budget (--max-accuracy-drop)", rows)
+    if chosen is None:
+        best = outcome.best
+        chosen = best if best is not None and best.score.drop < first.drop else None
+    candidates = ctx.validation["candidates"]
+    if chosen is not None:
+        metrics, score = scorer.score(chosen.path)
+        record_choice(ctx, chosen.path, method, metrics, score, scorer.task, candidates)
+        ctx.quantization["keep_float"] = sorted(set(config.keep_float) | set(chosen.nodes))
+    else:
+        record_choice(ctx, ctx.quant_path, method, first_metrics, first, scorer.task, candidates)
+    if outcome.met is None:
+        section["accepted_drop"] = ctx.validation["accuracy_drop"]
+        ctx.validation["accuracy_budget"]["accepted"] = True
+        ctx.warn(f"accuracy drop ACCEPTED (--accept-accuracy-drop): {ctx.validation['accuracy_drop']:.2f} "
+                 f"points lost, over the {ctx.profile.name} budget of {budget:g}")
+        ctx.report(rows)
+    ctx.extra_manifest["accuracy_guard"] = section
+    ctx.mark("accuracy_guard", "validation", "quant_path", "quantization", "extra_manifest")

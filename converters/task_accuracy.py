@@ -1,0 +1,107 @@
+"""The build's task metric: which one (asked or chosen from the outputs), and one candidate's score.
+
+``BuildMetric.of(config, reference, has_labels)`` resolves ``--metric`` / ``--postprocess``
+or picks the default from the float outputs (``metrics.choose_default``) and keeps why.
+``BuildMetric.score`` returns the task result plus the figure the accuracy budget bounds:
+``drop`` in points (top-1 points, detections lost, CER points, or a user metric's points);
+a metric that is not a share (SQNR in dB) falls back to ``(1 - cosine) x 100``, the old rule.
+Per-output, per-slice figures (``metrics.slices``) go with it, so the summary and manifest
+can name the worst slice rather than one cosine over everything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .context import BuildConfig, Dataset
+from .metrics import Metric, MetricResult, choose_default, get_metric
+from .metrics.slices import OutputReport, validate_outputs, worst_slice
+
+# metrics whose labels are the build data's integer labels ('y' in a .npz, image folders);
+# detection and ctc take per-image boxes / sequences the data loader does not produce
+LABELLED = ("top1",)
+
+
+@dataclass(frozen=True)
+class TaskScore:
+    result: MetricResult
+    drop: float          # points the accuracy budget bounds
+    basis: str           # what ``drop`` measures, for messages
+    outputs: tuple[OutputReport, ...]
+
+    def worst(self) -> dict[str, Any]:
+        name, stats = worst_slice(self.outputs)
+        return {"output": name, "channels": [stats.start, stats.stop - 1],
+                "float_range": [round(stats.low, 6), round(stats.high, 6)],
+                "sqnr_db": round(stats.sqnr_db, 2), "decisions_changed": round(stats.decisions_changed, 6),
+                "decision": stats.decision}
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.result
+        return {"name": r.name, "score": round(r.score, 6), "unit": r.unit, "drop": round(self.drop, 4),
+                "basis": self.basis, "float_score": None if r.float_score is None else round(r.float_score, 6),
+                "details": {k: round(float(v), 6) for k, v in r.details.items()}}
+
+
+@dataclass(frozen=True)
+class BuildMetric:
+    name: str
+    reason: str
+    metric: Metric
+    use_labels: bool
+
+    @classmethod
+    def of(cls, config: BuildConfig, reference: list[np.ndarray], has_labels: bool) -> BuildMetric:
+        options: dict[str, object] = {}
+        if config.postprocess:
+            options["postprocess"] = config.postprocess
+        if config.metric:
+            name, reason = config.metric, f"--metric {config.metric}"
+        else:
+            choice = choose_default(reference, has_labels)
+            name, reason = choice.name, f"default: {choice.reason}"
+            if options and name != "detection":
+                name, reason = "detection", "default: --postprocess given, so detection"
+        labelled = has_labels and (name in LABELLED or ":" in name)
+        return cls(name, reason, get_metric(name, **options), labelled)
+
+    def score(self, reference: list[np.ndarray], candidate: list[np.ndarray], labels: Any,
+              names: list[str], cosine: float) -> TaskScore:
+        result = self.metric(reference, candidate, labels if self.use_labels else None)
+        if result.drop is not None:
+            drop = float(result.drop)
+            basis = f"{result.name} points lost against float" + (" (labelled)" if self.use_labels else "")
+        else:
+            drop, basis = (1 - cosine) * 100, f"{result.name} is not a share: (1 - cosine) x 100"
+        flat = [[a if a.ndim >= 2 else a.reshape(len(a), -1) for a in arrays] for arrays in (reference, candidate)]
+        return TaskScore(result, drop, basis, validate_outputs(flat[0], flat[1], names))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "reason": self.reason, "labels": self.use_labels}
+
+
+class Scorer:
+    """The float reference on the validation data, once; then ``score(int8 path)``."""
+
+    def __init__(self, config: BuildConfig, float_path: Path, val: Dataset, names: list[str]) -> None:
+        from .runner import run_dataset
+
+        self.val = val
+        self.reference = run_dataset(float_path, val)
+        self.names = names if len(names) == len(self.reference) else [f"output{i}" for i in range(len(self.reference))]
+        self.task = BuildMetric.of(config, self.reference, val.labels is not None)
+
+    def score(self, path: Path) -> tuple[dict[str, float], TaskScore]:
+        """Cosine figures of the first output (others' cosine too) and the task score."""
+        from .runner import compare, run_dataset
+
+        outputs = run_dataset(path, self.val, exact_int8=True)
+        labels = self.val.labels
+        metrics = compare(self.reference[0], outputs[0], labels)
+        for extra, (ref, got) in enumerate(zip(self.reference[1:], outputs[1:], strict=True), 1):
+            metrics[f"output{extra}_cosine"] = compare(ref, got)["cosine"]
+        return metrics, self.task.score(self.reference, outputs, labels, self.names, metrics["cosine"])
