@@ -55,6 +55,12 @@ class _TFLiteBackend(Backend):
                                entry.get("inputs"), "input")
         self._out = self._match(outputs, self.interpreter.get_output_details(),
                                 entry.get("outputs"), "output")
+        self._fast: tuple[str, tuple[int, ...], InputPlan, InputPlan] | None = None
+        if len(self._in) == 1 and len(self._out) == 1 and (
+                self._out[0].perm == tuple(range(len(self._out[0].perm)))):
+            plan = self._in[0]
+            source = tuple(plan.shape[i] for i in plan.inverse)  # in the manifest's layout
+            self._fast = (inputs[0].name, source, plan, self._out[0])
 
     # -- mapping manifest tensors onto the model's ---------------------------------------
     @staticmethod
@@ -81,6 +87,19 @@ class _TFLiteBackend(Backend):
 
     # -- running -------------------------------------------------------------------------
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        fast = self._fast
+        if fast is not None:
+            # one input already in the shape the model takes (after its layout permutation),
+            # one output: every check below is answered; on a 50 us model they would add 30%
+            name, shape, plan, out = fast
+            x = feeds[name]
+            if x.shape == shape:
+                interpreter = self.interpreter
+                with self._lock:
+                    plan.write(x, interpreter.tensor(plan.index)())
+                    interpreter.invoke()
+                    return [dequantize(interpreter.tensor(out.index)(), out.scale,
+                                       out.zero_point)]
         arrays = [np.asarray(feeds[spec.name]) for spec in self.inputs]
         model_batch = self._in[0].shape[0] if self._in and self._in[0].shape else 1
         batch = arrays[0].shape[0] if arrays and arrays[0].ndim else 1
