@@ -272,12 +272,15 @@ def completion_timer(latencies: dict[str, list[float]]) -> Any:
     return done
 
 
-def power_phases(path: Path, root: Path, phase_s: float, rate: float) -> dict[str, Any]:
+def power_phases(path: Path, root: Path, phase_s: float, rate: float,
+                 backend: str = "onnxruntime") -> dict[str, Any]:
+    """On onnxruntime by default: its model takes real batches (the .tflite is written for
+    batch 1 and runs a batch row by row, so batching it saves nothing)."""
     set_phase(root, "mains")
-    adaptive = edgekit.load(path, threads="auto", policy="balanced", power_root=str(root),
-                            monitor_interval_s=0.2, max_batch=8)
-    baseline = edgekit.load(path, threads=adaptive.threads, max_batch=1, max_wait_ms=0,
-                            power_aware=False)
+    adaptive = edgekit.load(path, backend=backend, threads="auto", policy="balanced",
+                            power_root=str(root), monitor_interval_s=0.2, max_batch=8)
+    baseline = edgekit.load(path, backend=backend, threads=adaptive.threads, max_batch=1,
+                            max_wait_ms=0, power_aware=False)
     power = PowerModel.from_profile(adaptive.spec.target.profile)
     budget_ms = adaptive.spec.target.profile.budgets.latency_ms
     x = one_input(adaptive)
@@ -296,7 +299,8 @@ def power_phases(path: Path, root: Path, phase_s: float, rate: float) -> dict[st
             if now < due:
                 time.sleep(min(due - now, 0.002))
                 continue
-            for name, model in (("adaptive", adaptive), ("baseline", baseline)):
+            pair = (("adaptive", adaptive), ("baseline", baseline))
+            for name, model in pair if k % 2 else pair[::-1]:  # neither always goes first
                 future = model.submit(x)
                 future.add_done_callback(done(name, now))
                 futures.append(future)
