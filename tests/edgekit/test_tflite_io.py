@@ -9,6 +9,7 @@ import pytest
 
 import edgekit
 from edgekit.backends.tflite_io import InputPlan, dequantize
+from edgekit.cpu import exact_int8_needs_unfused
 from edgekit.preprocess import default_spec, normalize
 
 
@@ -57,3 +58,28 @@ def test_rgb_table_covers_every_channel() -> None:
     target = np.empty((1, 4, 5, 3), np.int8)
     plan.write_pixels(frame, plan.pixel_table(spec), target)
     np.testing.assert_array_equal(target, reference_quantize(normalize(frame, spec), 0.02, -5))
+
+
+@pytest.mark.skipif(not exact_int8_needs_unfused(False),
+                    reason="the unfused path runs only where fused int8 kernels saturate")
+def test_unfused_onnx_with_folded_weights_is_bit_identical(digits_artifact, digits_data) -> None:
+    """The exact (unfused) ORT path dequantizes weights once at load: same outputs as the
+    plain unfused graph, which re-dequantizes them every run."""
+    import onnxruntime as ort
+
+    from edgekit.artifact import read_artifact
+    from edgekit.backends import BackendOptions
+
+    artifact = read_artifact(digits_artifact)
+    entry = next(m for m in artifact.spec.models if m.format == "onnx")
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    plain = ort.InferenceSession(artifact.read(entry.path), so,
+                                 providers=["CPUExecutionProvider"])
+    x = digits_data[0][:32]
+    with edgekit.load(digits_artifact, backend="onnxruntime", threads=1) as model:
+        backend = model.make_backend(BackendOptions(threads=1, extra={"exact_int8": True}))
+        name = model.inputs[0].name
+        np.testing.assert_array_equal(backend.run({name: x})[0],
+                                      plain.run(None, {name: x})[0])
+        backend.close()
