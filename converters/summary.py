@@ -29,6 +29,10 @@ def summary_lines(result: Any) -> list[str]:
         if "accuracy_int8" in val:
             parts.append(f"accuracy {val['accuracy_float']:.2%} float -> {val['accuracy_int8']:.2%} int8")
         lines.append(f"  validation on {val.get('samples')} held-out samples: " + ", ".join(parts))
+        if "host_speed" in val:
+            from .host_speed import summary_line
+
+            lines.append(summary_line(val["host_speed"]))
         if not val.get("verified", True):
             lines.append("  accuracy UNVERIFIED: calibrated and validated on synthetic data")
     pruning = m.get("pruning")

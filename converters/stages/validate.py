@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..context import BuildContext
 from ..pipeline import Stage
 from ..qdq import float_nodes, input_quantization, output_quantization
@@ -68,12 +70,27 @@ class Validate(Stage):
         ctx.quantization["float_nodes"] = float_nodes(chosen)
         annotate_io(ctx, chosen)
         self._check_accuracy_budget(ctx, table[method])
+        self._host_speed(ctx)
         for name, metrics in table.items():
             mark = "*" if name == method else " "
             acc = (f" acc {metrics['accuracy_float']:.2%} -> {metrics['accuracy_int8']:.2%}"
                    if "accuracy_int8" in metrics else "")
             ctx.report(f"  {mark} {name:<10} cosine {metrics['cosine']:.5f}  max|err| "
                        f"{metrics['max_abs_error']:.4g}{acc}")
+
+    @staticmethod
+    def _host_speed(ctx: BuildContext) -> None:
+        """For a build for this machine: int8 vs float speed as the backend will run it."""
+        from edgekit.cpu import exact_int8_needs_unfused
+
+        from ..host_speed import measure
+        from .quantize import runs_here
+
+        if not runs_here(ctx):
+            return
+        feeds = {name: np.ascontiguousarray(a[:1]) for name, a in ctx.val.arrays.items()}
+        fused = not exact_int8_needs_unfused(bool(ctx.quantization.get("reduce_range")))
+        ctx.validation["host_speed"] = measure(ctx.float_path, ctx.quant_path, feeds, fused)
 
     @staticmethod
     def _check_accuracy_budget(ctx: BuildContext, metrics: dict[str, float]) -> None:
