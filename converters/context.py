@@ -76,6 +76,10 @@ class BuildConfig:
     finetune_steps: int | None = None  # structured pruning's distillation steps; None: by size
     sensitivity_samples: int = 32  # accuracy guard: calibration samples ranking the layers
     guard_steps: int = 8  # accuracy guard: rebuilds at most
+    # tflite: float32 I/O in the caller's layout, quantized/transposed inside the graph on
+    # XNNPACK's threads (faster on several cores; XNNPACK multiplies by 1/scale where the
+    # ONNX reference divides, so an input on a rounding boundary may land one step apart)
+    tflite_float_io: bool = False
 
     @classmethod
     def allowed(cls) -> list[str]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.cpu import exact_int8_needs_unfused
+from edgekit.cpu import UNFUSED_FOLD_WEIGHTS, exact_int8_needs_unfused
 
 from .context import Dataset
 
@@ -21,9 +21,11 @@ def session(model: str | Path | bytes, threads: int = 0, exact_int8: bool = Fals
     import onnxruntime as ort
 
     so = ort.SessionOptions()
-    so.graph_optimization_level = (
-        ort.GraphOptimizationLevel.ORT_ENABLE_BASIC if exact_int8 and exact_int8_needs_unfused(False)
-        else ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    unfused = exact_int8 and exact_int8_needs_unfused(False)
+    so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_BASIC if unfused
+                                   else ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    if unfused:
+        so.add_session_config_entry(*UNFUSED_FOLD_WEIGHTS)
     so.intra_op_num_threads = threads
     so.log_severity_level = 3
     source = model if isinstance(model, bytes) else str(model)

@@ -37,6 +37,10 @@ def summary_lines(result: Any) -> list[str]:
         if worst:
             lines.append(f"  worst slice: {worst['output']} channels {worst['channels'][0]}..{worst['channels'][1]} "
                          f"SQNR {worst['sqnr_db']:.1f} dB, {worst['decisions_changed']:.1%} decisions changed")
+        if "host_speed" in val:
+            from .host_speed import summary_line
+
+            lines.append(summary_line(val["host_speed"]))
         if not val.get("verified", True):
             lines.append("  accuracy UNVERIFIED: calibrated and validated on synthetic data")
     for packed in m["quantization"].get("packed_outputs") or []:

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from edgekit.arrivals import ArrivalTracker
 from edgekit.errors import InternalError, QueueFullError, UserError
 from edgekit.policy import check_policy
 from edgekit.power import HOT, LOW_BATTERY, NORMAL, ON_BATTERY, THROTTLED, PowerMonitor
@@ -116,6 +117,7 @@ class Batcher:
         self._per_row: float | None = None  # moving average of batch time per row
         self._next_start = 0.0
         self._request_seconds: collections.deque[float] = collections.deque(maxlen=4096)
+        self._arrivals = ArrivalTracker()  # the wait decision (edgekit/arrivals.py)
         self.batches = 0
         self.failed_batches = 0
         self.completed = 0
@@ -188,8 +190,13 @@ class Batcher:
             items, rows = [first], first.rows
             deadline = min(max(first.t + policy.max_wait_s, self._next_start),
                            first.t + policy.max_delay_s)
+            self._arrivals.observe(first.t)
+            step = self._arrivals.step_s(policy.max_wait_s)  # edgekit/arrivals.py
+            last = first.t
             while rows < limit and not stopping:
-                remaining = deadline - time.perf_counter()
+                until = deadline if step is None else min(deadline, max(last + step,
+                                                                       self._next_start))
+                remaining = until - time.perf_counter()
                 try:
                     item = (self._queue.get(timeout=remaining) if remaining > 0
                             else self._queue.get_nowait())
@@ -198,6 +205,8 @@ class Batcher:
                 if item is _STOP:
                     stopping = True
                     break
+                self._arrivals.observe(item.t)
+                last = max(last, item.t)
                 if item.key != first.key or rows + item.rows > limit:
                     self._carry.append(item)  # next batch
                     if item.key == first.key:

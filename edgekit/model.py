@@ -18,7 +18,7 @@ import numpy as np
 from edgekit.artifact import Artifact, read_artifact
 from edgekit.backends import Backend, BackendOptions, TensorSpec, backends_for, by_name
 from edgekit.batcher import Batcher
-from edgekit.errors import RuntimeUnavailableError, UserError
+from edgekit.errors import InputError, RuntimeUnavailableError, UserError
 from edgekit.manifest import Manifest, ModelEntry
 from edgekit.policy import TunerOptions
 from edgekit.power import PowerMonitor, Thresholds
@@ -200,6 +200,8 @@ class Model:
                 self._skip = stride - 1
                 self._recorder.add(t0, t1, x.shape[0], threads, stride)
         else:
+            if type(x) is _NDARRAY and x.dtype == np.uint8 and len(self.inputs) == 1:
+                return self.predict_pixels(x)
             feeds = self.session.prepare_feeds(x)
             shape = feeds[self._fast_name].shape if self._fast_name is not None else ()
             if (shape and len(self._fast_shapes) < 16
@@ -253,6 +255,28 @@ class Model:
         spec = self.spec.inputs[0].preprocess or default_spec(
             self.inputs[0].shape, self.inputs[0].layout or "NCHW")
         return self.predict(preprocess_image(image, spec))
+
+    def predict_pixels(self, frame: np.ndarray) -> np.ndarray | dict[str, np.ndarray]:
+        """A uint8 camera frame ([1, H, W, C], [H, W, C] or [H, W] for gray) preprocessed as
+        the manifest says. An int8 NHWC .tflite takes it through one table lookup into its
+        input buffer (no float round trip, the same codes); other models normalize it."""
+        from edgekit.preprocess import check_spec, default_spec, normalize
+
+        spec = check_spec(self.spec.inputs[0].preprocess or default_spec(
+            self.inputs[0].shape, self.inputs[0].layout or "NCHW"))
+        backend = self.session.backend
+        pixels = getattr(backend, "run_pixels", None)
+        if pixels is not None and (frame.ndim == 3 or frame.ndim == 4 and frame.shape[0] == 1) \
+                and backend.pixel_input(spec):
+            t0 = perf_counter()
+            results = pixels(frame, spec)
+            self._recorder.add(t0, perf_counter(), 1, backend.options.threads)
+            return self.session.format_outputs(results)
+        frame = frame[0] if frame.ndim == 4 and frame.shape[0] == 1 else frame
+        if frame.ndim not in (2, 3):
+            raise InputError(f"input {self.inputs[0].name!r}: a uint8 frame must be [H, W], "
+                             f"[H, W, C] or [1, H, W, C]; got {list(frame.shape)}")
+        return self.predict(normalize(frame, spec))
 
     def close(self) -> None:
         """Drain the batcher's queue, stop the tuner and the power monitor, free the session."""

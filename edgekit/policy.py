@@ -45,8 +45,16 @@ def candidate_threads(profile_cores: int, affinity: int | None = None) -> list[i
 
 
 def choose_threads(per_row_s: dict[int, float], policy: str, power: PowerModel) -> int:
-    """The thread count a policy picks from measured seconds per sample (ties: fewer threads)."""
-    finite = {t: s for t, s in per_row_s.items() if np.isfinite(s)}
+    """The thread count a policy picks from measured seconds per sample (ties: fewer threads).
+
+    Only counts faster than every smaller count are eligible: a count that scales negatively
+    (slower than fewer threads, e.g. a small model on a loaded machine) is never picked."""
+    finite: dict[int, float] = {}
+    fastest = np.inf
+    for t in sorted(per_row_s):
+        s = per_row_s[t]
+        if np.isfinite(s) and s < fastest:
+            finite[t] = fastest = s
     if not finite:
         return min(per_row_s)
     if policy == "latency":

@@ -59,7 +59,8 @@ class ConvertTflite(Stage):
                 self._skip(ctx, str(exc))
                 return
         try:
-            model = convert(quantized, keep_float=keep_float, strict_int8=strict)
+            model = convert(quantized, keep_float=keep_float, strict_int8=strict,
+                            int8_io=not ctx.config.tflite_float_io)
         except UnsupportedModelError as exc:
             if not optional:
                 raise
@@ -76,6 +77,9 @@ class ConvertTflite(Stage):
             "outputs_quantization": {o["name"]: o["quantization"] for o in model.outputs
                                      if "quantization" in o},
             "float_ops": model.float_ops, "ops": model.op_counts,
+            # how the graph's I/O is written: "int8" (the runtime quantizes into the input
+            # buffer) or "float" (QUANTIZE/TRANSPOSE/DEQUANTIZE inside the graph)
+            "io": "float" if ctx.config.tflite_float_io else "int8",
         }
         try:
             check = self._check(ctx, entry, model.data)
@@ -87,7 +91,7 @@ class ConvertTflite(Stage):
         ctx.model_bytes[MEMBER] = model.data
         ctx.models = [m for m in ctx.models if m["format"] != "tflite"] + [entry]
         ctx.validation["tflite"] = check
-        self.used = {"strict_int8": strict, "keep_float": sorted(keep_float),
+        self.used = {"strict_int8": strict, "io": entry["io"], "keep_float": sorted(keep_float),
                      "float_ops": len(model.float_ops), "bytes": len(model.data)}
 
     def _skip(self, ctx: BuildContext, why: str) -> None:

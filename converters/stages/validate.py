@@ -17,6 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..context import BuildContext
 from ..pipeline import Stage
 from ..qdq import float_nodes, input_quantization, output_quantization
@@ -96,3 +98,18 @@ class Validate(Stage):
         worst = ctx.validation["worst_slice"]
         ctx.report(f"  worst slice: {worst['output']} channels {worst['channels'][0]}..{worst['channels'][1]} "
                    f"SQNR {worst['sqnr_db']:.1f} dB, {worst['decisions_changed']:.1%} decisions changed")
+        self._host_speed(ctx)
+
+    @staticmethod
+    def _host_speed(ctx: BuildContext) -> None:
+        """For a build for this machine: int8 vs float speed as the backend will run it."""
+        from edgekit.cpu import exact_int8_needs_unfused
+
+        from ..host_speed import measure
+        from .quantize import runs_here
+
+        if not runs_here(ctx):
+            return
+        feeds = {name: np.ascontiguousarray(a[:1]) for name, a in ctx.val.arrays.items()}
+        fused = not exact_int8_needs_unfused(bool(ctx.quantization.get("reduce_range")))
+        ctx.validation["host_speed"] = measure(ctx.float_path, ctx.quant_path, feeds, fused)

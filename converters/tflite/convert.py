@@ -44,7 +44,9 @@ def convert(model: onnx.ModelProto, keep_float: set[str] | frozenset[str] = froz
 
     ``keep_float``: node names the accuracy guard excluded from quantization (always float).
     ``strict_int8``: raise, naming the ops, instead of writing any float op.
-    ``int8_io``: int8 model inputs/outputs (the runtime quantizes); else float32 ones.
+    ``int8_io``: int8 model inputs/outputs (the runtime quantizes); else float32 ones, in
+    the ONNX graph's own layout: the model quantizes (and transposes to NHWC) its inputs and
+    dequantizes its outputs itself, so XNNPACK runs that on all threads, not numpy on one.
     """
     keep = set(keep_float)
     int8_ops = {op for op, spec in REGISTRY.items() if spec.int8}
@@ -144,7 +146,9 @@ class _Driver:
         described = []
         for name in self.g.inputs:
             shape = self.g.shape(name)
-            perm = self._input_layout(name, len(shape))
+            # float inputs keep the caller's layout: QUANTIZE runs first, then the consumers'
+            # to_layout() adds one int8 TRANSPOSE (a quarter of the bytes of a float one)
+            perm = self._input_layout(name, len(shape)) if self.int8_io else identity(len(shape))
             users = self.g.consumers.get(name, [])
             qp = None
             if self.int8_io and users and all(u.op_type == "QuantizeLinear" for u in users):

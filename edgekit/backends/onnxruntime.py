@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from edgekit.backends.base import Backend, BackendOptions, TensorSpec
-from edgekit.cpu import exact_int8_needs_unfused
+from edgekit.cpu import UNFUSED_FOLD_WEIGHTS, exact_int8_needs_unfused
 from edgekit.errors import ArtifactError
 
 
@@ -37,6 +37,8 @@ class OnnxRuntimeBackend(Backend):
                             if exact is None else exact and exact_int8_needs_unfused(False))
         so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_BASIC if self.unfused
                                        else ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+        if self.unfused:
+            so.add_session_config_entry(*UNFUSED_FOLD_WEIGHTS)
         so.intra_op_num_threads = max(0, int(options.threads))
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL

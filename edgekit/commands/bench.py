@@ -72,24 +72,47 @@ def bench_one(path: str, threads: int | str, batch: int, duration: float, runs: 
             "samples_per_s": round(len(times) * batch / elapsed, 2),
             "peak_rss_mb": round(peak_rss_mb() or 0.0, 1),
             "mj_per_sample": round(power.energy_j(chosen, seconds_per_sample) * 1e3, 4),
-            "runtime": model.runtime,
+            "runtime": model.runtime, "format": model.format,
         }
     finally:
         model.close()
 
 
+def add_speedups(rows: list[dict[str, Any]]) -> None:
+    """``speedup``: samples/s over the same format's and batch's 1-thread row (thread
+    scaling at a glance; < 1 means more threads cost here)."""
+    base = {(r["format"], r["batch"]): r["samples_per_s"] for r in rows if r["threads"] == "1"}
+    for r in rows:
+        one = base.get((r["format"], r["batch"]))
+        r["speedup"] = round(r["samples_per_s"] / one, 3) if one else None
+
+
 def table(rows: list[dict[str, Any]]) -> str:
-    head = (f"{'threads':<9} {'batch':>5} {'runs':>7} {'p50 ms':>9} {'p90 ms':>9} "
-            f"{'p95 ms':>9} {'p99 ms':>9} {'samples/s':>11} {'peak MB':>8} {'mJ/sample':>10}")
+    head = (f"{'format':<7} {'threads':<9} {'batch':>5} {'runs':>7} {'p50 ms':>9} {'p90 ms':>9} "
+            f"{'p95 ms':>9} {'p99 ms':>9} {'samples/s':>11} {'speedup':>8} {'peak MB':>8} "
+            f"{'mJ/sample':>10}")
     lines = [head, "-" * len(head)]
     for r in rows:
         lat = r["latency_ms"]
+        speedup = f"{r['speedup']:.2f}x" if r.get("speedup") else "-"
         lines.append(
-            f"{r['threads']:<9} {r['batch']:>5} {r['runs']:>7} {lat['p50']:>9.3f} "
+            f"{r.get('format', ''):<7} {r['threads']:<9} {r['batch']:>5} {r['runs']:>7} {lat['p50']:>9.3f} "
             f"{lat['p90']:>9.3f} {lat['p95']:>9.3f} {lat['p99']:>9.3f} "
-            f"{r['samples_per_s']:>11.1f} {r['peak_rss_mb']:>8.1f} {r['mj_per_sample']:>10.4f}"
+            f"{r['samples_per_s']:>11.1f} {speedup:>8} {r['peak_rss_mb']:>8.1f} {r['mj_per_sample']:>10.4f}"
         )
     return "\n".join(lines)
+
+
+def runtimes_for(spec: Any) -> list[str | None]:
+    """One installed runtime per format in the artifact (None: let load choose)."""
+    from edgekit.backends import backends_for
+
+    names: list[str | None] = []
+    for entry in spec.models:
+        installed = [c.name for c in backends_for(entry.format) if c.available()]
+        if installed:
+            names.append(installed[0])
+    return names or [None]
 
 
 @click.command(name="bench")
@@ -107,7 +130,8 @@ def table(rows: list[dict[str, Any]]) -> str:
 @click.option("--policy", default="balanced", show_default=True,
               type=click.Choice(["balanced", "latency", "efficiency"]),
               help="Tuner policy for 'auto'.")
-@click.option("--backend", help="Force a runtime (onnxruntime, litert, tflite-runtime).")
+@click.option("--backend", help="Force a runtime (onnxruntime, litert, tflite-runtime); "
+              "default: every format the artifact holds, each on its first installed runtime.")
 @click.option("--json", "as_json", is_flag=True, help="Rows as JSON.")
 def command(artifact: str, threads: list[int | str], batches: list[int], duration: float,
             runs: int, warmup: int, policy: str, backend: str | None, as_json: bool) -> None:
@@ -118,16 +142,20 @@ def command(artifact: str, threads: list[int | str], batches: list[int], duratio
 
     spec = read_artifact(artifact).spec
     fixed = spec.inputs[0].shape[0] if spec.inputs else None
+    for b in batches:
+        if isinstance(fixed, int) and fixed > 1 and b != fixed:
+            raise UserError(f"this model has a fixed batch of {fixed}; --batch must be "
+                            f"{fixed}, got {b}")
     rows = []
-    for t in threads:
-        for b in batches:
-            if isinstance(fixed, int) and fixed > 1 and b != fixed:
-                raise UserError(f"this model has a fixed batch of {fixed}; --batch must be "
-                                f"{fixed}, got {b}")
-            rows.append(bench_one(artifact, t, b, duration, runs, warmup, policy, backend))
+    for runtime in [backend] if backend else runtimes_for(spec):
+        for t in threads:
+            for b in batches:
+                rows.append(bench_one(artifact, t, b, duration, runs, warmup, policy, runtime))
+    add_speedups(rows)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(f"{artifact}: target {spec.target.name}, runtime {rows[0]['runtime']}, "
+    runtimes = ", ".join(dict.fromkeys(r["runtime"] for r in rows))
+    click.echo(f"{artifact}: target {spec.target.name}, runtime(s) {runtimes}, "
                f"{usable_cpus()} usable CPUs, warm-up {warmup}, {duration:g} s per row")
     click.echo(table(rows))

@@ -103,3 +103,14 @@ def test_doctor_on_a_throttled_pi4_tree(tmp_path: Path, capsys) -> None:  # noqa
 def test_doctor_without_sensors(tmp_path: Path, capsys) -> None:  # noqa: ANN001
     code, out, _ = run_cli(capsys, "doctor", "--root", str(tmp_path))
     assert code == 0 and "power state: unknown" in out and "thermal       none found" in out
+
+
+def test_bench_scales_threads_for_every_format(digits_artifact: Path, capsys) -> None:  # noqa: ANN001
+    code, out, _ = run_cli(capsys, "bench", str(digits_artifact), "--threads", "1,2",
+                           "--duration", "0.05", "--runs", "5", "--warmup", "1", "--json")
+    assert code == 0
+    rows = json.loads(out)
+    assert sorted((r["format"], r["threads"]) for r in rows) == [
+        ("onnx", "1"), ("onnx", "2"), ("tflite", "1"), ("tflite", "2")]
+    for r in rows:  # 1 thread is the baseline of its format; 2 threads: a measured ratio
+        assert r["speedup"] == 1.0 if r["threads"] == "1" else r["speedup"] > 0

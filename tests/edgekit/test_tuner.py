@@ -86,6 +86,16 @@ def test_policies_pick_by_latency_energy_and_balance() -> None:
     assert choose_threads({1: 0.01, 2: 0.01}, "latency", RPI4_POWER) == 1  # ties: fewer
 
 
+def test_no_policy_picks_a_count_that_scales_negatively() -> None:
+    small_model = {1: 0.000050, 2: 0.000097, 3: 0.000090}  # a digits CNN: threads only cost
+    for policy in ("latency", "balanced", "efficiency"):
+        assert choose_threads(small_model, policy, RPI4_POWER) == 1
+    # 3 and 4 are slower than 2 (and 4, by noise, a hair faster than 3): 2 it is
+    dip = {1: 0.010, 2: 0.0060, 3: 0.0068, 4: 0.0065}
+    assert choose_threads(dip, "latency", RPI4_POWER) == 2
+    assert choose_threads(dip, "balanced", RPI4_POWER) == 2
+
+
 def test_power_states_restrict_policy_and_threads() -> None:
     cands = [1, 2, 3, 4]
     assert state_policy("latency", NORMAL, cands) == ("latency", cands)
