@@ -63,6 +63,7 @@ setup(
             "ai-edge-litert>=1.2",
             "platformdirs>=3",  # cache folders (sysroot, host rates)
             "filelock>=3.12",  # one sysroot builder at a time
+            "tomli-w>=1.0",  # edgekit build --save-config writes the TOML --config reads
         ],
         # pin torch where this project installs it (README, .ci/run): torch==2.13.0
         "torch": ["torch>=2.4", "onnxscript>=0.1", "torch-pruning>=1.4"],

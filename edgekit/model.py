@@ -243,12 +243,21 @@ class Model:
             power_root=self.options.power_root, thresholds=thresholds_for(self.spec),
             monitor=self._monitor, batcher=self._batcher, tuner=self._tuner))
 
-    def predict_image(self, image: Any) -> np.ndarray | dict[str, np.ndarray]:
-        """Preprocess an image (path or PIL image) as the manifest says, then predict."""
-        from edgekit.preprocess import default_spec, preprocess_image
+    def predict_image(self, image: Any, *, resize: str | None = None,
+                      color: str | None = None) -> np.ndarray | dict[str, np.ndarray]:
+        """Preprocess an image (path or PIL image) as the manifest says, then predict.
 
-        spec = self.spec.inputs[0].preprocess or default_spec(
-            self.inputs[0].shape, self.inputs[0].layout or "NCHW")
+        ``resize`` ("none", "stretch", "center-crop") and ``color`` ("gray", "rgb", "bgr":
+        what the image is converted to) override the manifest's preprocessing, e.g.
+        ``resize="center-crop"`` for photos of another size than the model's input."""
+        from edgekit.preprocess import check_channels, default_spec, preprocess_image
+
+        spec = dict(self.spec.inputs[0].preprocess or default_spec(
+            self.inputs[0].shape, self.inputs[0].layout or "NCHW"))
+        for key, value in (("resize", resize), ("color", color)):
+            if value is not None:
+                spec[key] = value
+        check_channels(spec, self.inputs[0].shape)
         return self.predict(preprocess_image(image, spec))
 
     def close(self) -> None:
