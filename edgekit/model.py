@@ -236,12 +236,17 @@ class Model:
         return batcher.submit(x)
 
     def stats(self) -> dict[str, Any]:
-        """Latency percentiles, throughput, batch sizes, threads, power state, energy."""
+        """Latency percentiles, throughput, batch sizes, threads, power state, energy.
+
+        Counters (``edgekit.stats.COUNTERS``): ``executions``/``samples`` in the recent
+        window the percentiles describe, ``total_executions``/``total_samples`` since load,
+        ``timed_executions`` the runs whose latency was measured."""
         return model_stats(StatsParts(
             runtime=self.runtime, policy=self.policy, threads=self.threads,
             recorder=self.session.recorder, profile=self.spec.target.profile,
             power_root=self.options.power_root, thresholds=thresholds_for(self.spec),
-            monitor=self._monitor, batcher=self._batcher, tuner=self._tuner))
+            monitor=self._monitor, batcher=self._batcher, tuner=self._tuner,
+            pending=self._skip))
 
     def predict_image(self, image: Any, *, resize: str | None = None,
                       color: str | None = None) -> np.ndarray | dict[str, np.ndarray]:

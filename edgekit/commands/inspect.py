@@ -11,9 +11,27 @@ import click
 @click.argument("artifact", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="The whole manifest as JSON.")
 def command(artifact: str, as_json: bool) -> None:
-    """Show an artifact's manifest as a readable table."""
-    from edgekit.artifact import read_artifact
-    from edgekit.inspect import manifest_table
+    """Show an artifact's manifest as a readable table.
 
-    manifest = read_artifact(artifact).manifest
+    A file whose members fail their hash check is shown anyway, marked HASH MISMATCH and
+    unverified, and the command exits 2 (as loading it would fail)."""
+    from edgekit.artifact import read_artifact
+    from edgekit.errors import ArtifactError
+    from edgekit.inspect import manifest_table, unverified_manifest
+
+    try:
+        manifest = read_artifact(artifact).manifest
+    except ArtifactError as exc:
+        # A file that fails its hash check is still shown (forensics: what does it claim?),
+        # under a banner that cannot be missed, and the command still fails.
+        manifest = unverified_manifest(artifact) if "hash" in str(exc) else None
+        if manifest is None:
+            raise
+        banner = f"!!! HASH MISMATCH: {exc}\n!!! the manifest below is UNVERIFIED; do not deploy"
+        try:
+            text = json.dumps(manifest, indent=2) if as_json else manifest_table(manifest)
+        except (KeyError, TypeError, AttributeError, ValueError):
+            text = json.dumps(manifest, indent=2)  # a manifest too damaged for the table
+        click.echo(text if as_json else f"{banner}\n{text}")
+        raise
     click.echo(json.dumps(manifest, indent=2) if as_json else manifest_table(manifest))

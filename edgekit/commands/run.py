@@ -51,6 +51,7 @@ def command(artifact: str, images: tuple[str, ...], k: int, threads: str,
     classifier."""
     import edgekit
     from edgekit.errors import UserError
+    from edgekit.inspect import artifact_labels
     from edgekit.preprocess import list_images
 
     if threads != "auto" and not threads.isdigit():
@@ -59,7 +60,7 @@ def command(artifact: str, images: tuple[str, ...], k: int, threads: str,
     with edgekit.load(artifact, backend=backend,
                       threads=threads if threads == "auto" else int(threads)) as model:
         classifier = is_classifier(model)
-        labels = model.manifest["outputs"][0].get("labels") if model.outputs else None
+        labels = artifact_labels(model.manifest)
         files = [path for image in images
                  for path in ([p for p, _ in list_images(image)] if os.path.isdir(image) else [image])]
         if not files:
