@@ -48,7 +48,7 @@ case_() {
     verdict="UNEXPECTED output (no \"$needle\")"
   fi
   [ "$verdict" = "ok" ] || FAILED=1
-  printf '%-62s exit %-3s (intended %-3s) %s\n' "$name" "$code" "$want" "$verdict"
+  printf '%-66s exit %-3s (intended %-3s) %s\n' "$name" "$code" "$want" "$verdict"
   if [ "$verdict" != "ok" ]; then sed 's/^/    | /' "$WORK/err" | tail -5; fi
 }
 
@@ -117,11 +117,11 @@ case_ "8. build -q: the artifact path only" 0 "$WORK/quiet.edgekit" \
   "$EK" build -t rpi4 "$ONNX" --calib "$NPZ" -o "$WORK/quiet.edgekit" -q
 QUIET_LINES=$(wc -l <"$WORK/out"); QUIET_ERR=$(wc -c <"$WORK/err")
 if [ "$QUIET_LINES" = 1 ] && [ "$QUIET_ERR" = 0 ]; then Q=ok; else Q="UNEXPECTED: $QUIET_LINES lines, $QUIET_ERR bytes on stderr"; FAILED=1; fi
-printf '%-62s %s\n' "8. build -q printed one line, nothing on stderr" "$Q"
+printf '%-66s %s\n' "8. build -q printed one line, nothing on stderr" "$Q"
 case_ "8. build summary: max|err| with its unit, sizes explained" 0 "int8 steps of" \
   "$EK" build -t rpi4 "$ONNX" --calib "$NPZ" -o "$WORK/loud.edgekit"
 if grep -q "0%|" "$WORK/err"; then B="UNEXPECTED: a progress bar in a piped log"; FAILED=1; else B=ok; fi
-printf '%-62s %s\n' "8. piped build log has no progress bar" "$B"
+printf '%-66s %s\n' "8. piped build log has no progress bar" "$B"
 case_ "9. stats(): executions / total_executions after 5 predicts" 0 "5 5" "$PY" -c "
 import edgekit, numpy as np
 with edgekit.load('$A') as m:
@@ -173,5 +173,5 @@ case_ "13. build --save-config" 0 "" "$EK" build -t host "$ONNX" --calib "$NPZ" 
 case_ "13. build --config build.toml (-o on the command line wins)" 0 "$WORK/c2.edgekit" \
   "$EK" build --config "$WORK/build.toml" -o "$WORK/c2.edgekit" -q
 if grep -q "XNNPACK" "$ALL"; then X="UNEXPECTED: found in the output"; FAILED=1; else X=ok; fi
-printf '%-62s %s\n' "8. no XNNPACK INFO line in any output above" "$X"
+printf '%-66s %s\n' "8. no XNNPACK INFO line in any output above" "$X"
 exit "$FAILED"
