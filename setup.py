@@ -63,14 +63,19 @@ setup(
             "ai-edge-litert>=1.2",
             "platformdirs>=3",  # cache folders (sysroot, host rates)
             "filelock>=3.12",  # one sysroot builder at a time
+            "rapidfuzz>=3.0",  # edit distance for the ctc metric's character error rate
+            "cryptography>=42",  # edgekit build --sign, edgekit keygen
             "tomli-w>=1.0",  # edgekit build --save-config writes the TOML --config reads
         ],
         # pin torch where this project installs it (README, .ci/run): torch==2.13.0
         "torch": ["torch>=2.4", "onnxscript>=0.1", "torch-pruning>=1.4"],
-        # and digit-recognizer-py (a trained MNIST CNN) installed with --no-deps by tools/test.sh:
-        # its declared torchvision would replace the pinned torch
+        # and digit-recognizer-py (a trained MNIST CNN) and facenet-pytorch (MTCNN's trained
+        # PNet weights for tools/zoo) installed with --no-deps by tools/test.sh: their declared
+        # torchvision would replace the pinned torch
         # ruff pinned: CI runs `ruff check .`, and new releases add rules
-        "test": ["pytest>=7", "scikit-learn>=1.3", "ruff==0.17.6"],
+        # hypothesis: the bounded artifact fuzz (tests/edgekit/test_loader_bounds.py)
+        "test": ["pytest>=7", "scikit-learn>=1.3", "ruff==0.17.6", "hypothesis>=6.100",
+                 "cryptography>=42"],
     },
     entry_points={"console_scripts": ["edgekit=edgekit.cli:main"]},
 )

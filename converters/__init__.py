@@ -19,8 +19,9 @@ from typing import Any
 from edgekit.targets import load_profile
 
 from edgekit.errors import UserError
+from edgekit.tempfiles import remove_stale_beside
 
-from .context import BuildConfig, BuildContext, new_workdir
+from .context import BuildConfig, BuildContext, new_workdir, temp_under
 from .pipeline import Pipeline, Plan, plan
 
 __all__ = ["BuildConfig", "BuildResult", "build", "plan_for", "stages_for"]
@@ -118,18 +119,24 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
         bad = [f for f in config.formats if f not in FORMATS]
         if bad:
             raise UserError(f"unknown format(s) {bad}; allowed: {', '.join(FORMATS)}")
+    if config.sign_key:
+        from edgekit.signing import load_private_key
+
+        load_private_key(config.sign_key)  # a bad key fails now, not after the whole build
+    remove_stale_beside(out)  # temp files of an interrupted build into the same path
     workdir = new_workdir()
     ctx = BuildContext(config=config, profile=profile, workdir=workdir,
                        report=say, output_path=out)
     start = time.perf_counter()
     try:
         stages = plan_for(config)
-        if searching(config):
-            from .search import run_search
+        with temp_under(workdir):  # libraries' temp folders (pre.quant.*) die with the build
+            if searching(config):
+                from .search import run_search
 
-            run_search(ctx, stages)
-        else:
-            Pipeline(stages.names).run(ctx)
+                run_search(ctx, stages)
+            else:
+                Pipeline(stages.names).run(ctx)
     except BaseException:
         if created is not None and not any(p.is_file() for p in created.rglob("*")):
             shutil.rmtree(created, ignore_errors=True)  # a failed build leaves no new folder

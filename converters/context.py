@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import copy
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from edgekit.targets import Profile
 
 from edgekit.errors import UserError
+from edgekit.tempfiles import new_entry, private_root
 
 CALIBRATION_METHODS = ("minmax", "percentile", "entropy")
 FORMATS = ("onnx", "tflite")
@@ -57,6 +59,7 @@ class BuildConfig:
     prune: float | None = None
     search: bool = False
     quiet: bool = False
+    sign_key: str | None = None  # Ed25519 private key file: sign the final manifest
     # expert knobs (API only)
     keep_float: tuple[str, ...] = ()  # node names quantize leaves float (the guard sets its own)
     prune_ratios: tuple[float, ...] | None = None  # search: ratios tried; None: search.RATIOS
@@ -173,6 +176,26 @@ class BuildContext:
         return BuildContext(**values)
 
 
+BUILD_TEMP = "edgekit-build"
+
+
+@contextmanager
+def temp_under(folder: Path) -> Iterator[None]:
+    """Point ``tempfile`` at ``folder`` while a build runs, so that the temp folders the
+    libraries make for themselves (onnxruntime's ``pre.quant.*``, ``ort.quant.*``) live in
+    the build's folder and go with it, also when a killed build's folder is removed by the
+    next one. ``tempfile.tempdir`` is process-wide: builds in one process run one at a time
+    (the CLI and the search do)."""
+    old = tempfile.tempdir
+    tempfile.tempdir = str(folder)
+    try:
+        yield
+    finally:
+        tempfile.tempdir = old
+
+
 def new_workdir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="edgekit-build-"))
+    """A fresh folder under the one build temp root (``<tmp>/edgekit-build-<uid>/<pid>-*``);
+    folders of builds whose process died (SIGKILL, power cut) are removed first."""
+    return new_entry(private_root(BUILD_TEMP))
 

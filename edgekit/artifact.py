@@ -2,7 +2,9 @@
 
 The manifest is the contract between the host (converters) and the device (runtime).
 Its ``files`` table gives every other member's sha256; loading checks each one, so a
-corrupt, truncated or tampered artifact is refused before anything runs.
+corrupt or truncated artifact is refused before anything runs. Hashes detect corruption,
+not tampering (whoever swaps a member can recompute its hash): a ``signature`` over the
+manifest (``edgekit.signing``) does that, checked against the device's trusted keys.
 
 Schema (version 1), the keys the runtime relies on::
 
@@ -18,6 +20,7 @@ Schema (version 1), the keys the runtime relies on::
                                                       "qparams/<input>"), "out/<format>/<output>"
     validation    {...}
     files         {member: sha256}
+    signature     {algorithm, key_id, public_key, value}   optional, edgekit.signing
 """
 
 from __future__ import annotations
@@ -26,15 +29,29 @@ import hashlib
 import io
 import json
 import os
-import tempfile
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from edgekit.errors import ArtifactError
 from edgekit.manifest import SCHEMA_VERSION, Manifest
+from edgekit.onnx_scan import check_self_contained
+from edgekit.signing import PublicKey, Signature, verify_manifest
+from edgekit.tempfiles import remove_stale_beside, temp_beside
+from edgekit.zipread import (
+    MAX_MANIFEST_BYTES,
+    MAX_MEMBER_BYTES,
+    directory,
+    open_regular,
+    read_member,
+    zip_errors,
+)
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 MANIFEST = "manifest.json"
 TEST_VECTORS = "test_vectors.npz"
@@ -58,8 +75,10 @@ class Artifact:
     (what the runtime reads), ``manifest`` the same content as stored (a dict, for tools
     that show or extend it)."""
 
-    def __init__(self, path: str, spec: Manifest, members: dict[str, bytes]) -> None:
+    def __init__(self, path: str, spec: Manifest, members: dict[str, bytes],
+                 signature: Signature | None = None) -> None:
         self.path = path
+        self.signature = signature  # None: unsigned (or not checkable: no cryptography)
         self.spec = spec
         self.manifest: dict[str, Any] = spec.raw
         self._members = members
@@ -92,42 +111,66 @@ class Artifact:
         return arrays
 
 
-def read_artifact(path: str | os.PathLike[str]) -> Artifact:
-    """Open and verify an artifact: zip integrity, schema version and every member's hash."""
-    path = str(path)
-    if not os.path.isfile(path):
-        raise ArtifactError(f"{path}: no such artifact file (expected a {SUFFIX} file)")
+def read_artifact(path: str | os.PathLike[str],
+                  trusted: Sequence[PublicKey] | None = None) -> Artifact:
+    """Open and verify an artifact, bounded at every step (``edgekit.zipread``): the zip's
+    directory (unique plain names, sizes within ceilings), then the manifest (typed, every
+    field checked; its signature, see below), then only the members it lists, each within
+    its manifest figure, inflated in chunks and hashed as it streams. ONNX models that keep
+    data outside the file are refused.
+
+    ``trusted``: public keys (``edgekit.trust.discover_trusted_keys``); when non-empty the
+    manifest must be signed by one of them. Without keys a signature that is present is
+    still checked when ``cryptography`` is installed. Hashes catch corruption only; the
+    signature is what catches tampering.
+    """
+    path = os.fspath(path)
+    with open_regular(path) as handle:
+        with zip_errors(path, "zip directory"):
+            archive = zipfile.ZipFile(handle)
+        with archive:
+            infos = directory(archive, path)
+            if MANIFEST not in infos:
+                raise ArtifactError(f"{path}: no {MANIFEST} inside; is this an edgekit "
+                                    "artifact?")
+            data, _ = read_member(archive, infos[MANIFEST], path, MAX_MANIFEST_BYTES)
+            spec = Manifest.from_dict(parse_manifest(data, path), origin=path)
+            signature = verify_manifest(spec.raw, tuple(trusted or ()))
+            listed = set(spec.files)
+            unlisted = sorted(set(infos) - listed - {MANIFEST})
+            if unlisted:
+                raise ArtifactError(f"{path}: members not covered by the manifest hashes: "
+                                    f"{unlisted}")
+            missing = sorted(listed - set(infos))
+            if missing:
+                raise ArtifactError(f"{path}: member {missing[0]!r} listed in the manifest "
+                                    "is missing")
+            members = {}
+            for member, expected in spec.files.items():
+                limit = spec.member_bytes(member) or MAX_MEMBER_BYTES
+                members[member], got = read_member(archive, infos[member], path, limit)
+                if got != expected:
+                    raise ArtifactError(
+                        f"{path}: member {member!r} fails its hash check "
+                        f"(manifest sha256 {expected[:12]}..., file {got[:12]}...): the "
+                        "artifact is corrupt (hashes catch corruption; only a signature "
+                        "catches deliberate tampering)")
+    for entry in spec.models:
+        if entry.format == "onnx":
+            check_self_contained(members[entry.path], f"{path}: {entry.path}")
+    return Artifact(path, spec, members, signature)
+
+
+def parse_manifest(data: bytes, origin: str) -> Any:
+    """``manifest.json`` as JSON; NaN/Infinity, deep nesting and huge numbers refused."""
+    def no_constant(name: str) -> Any:
+        raise ArtifactError(f"{origin}: {MANIFEST} holds {name}; expected finite numbers")
+
     try:
-        with zipfile.ZipFile(path) as archive:
-            members = {name: archive.read(name) for name in archive.namelist()}
-    except (zipfile.BadZipFile, EOFError, OSError, zipfile.LargeZipFile) as exc:
-        raise ArtifactError(
-            f"{path}: not a readable {SUFFIX} artifact (corrupt or truncated zip: {exc})"
-        ) from exc
-    except Exception as exc:  # zlib.error and friends on damaged members
-        raise ArtifactError(f"{path}: corrupt artifact member: {exc}") from exc
-    if MANIFEST not in members:
-        raise ArtifactError(f"{path}: no {MANIFEST} inside; is this an edgekit artifact?")
-    try:
-        manifest = json.loads(members[MANIFEST])
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ArtifactError(f"{path}: {MANIFEST} is not valid JSON: {exc}") from exc
-    spec = Manifest.from_dict(manifest, origin=path)
-    files = spec.files
-    for member, expected in files.items():
-        if member not in members:
-            raise ArtifactError(f"{path}: member {member!r} listed in the manifest is missing")
-        got = sha256_bytes(members[member])
-        if got != expected:
-            raise ArtifactError(
-                f"{path}: member {member!r} fails its hash check "
-                f"(manifest sha256 {expected[:12]}..., file {got[:12]}...): "
-                "the artifact was corrupted or tampered with"
-            )
-    unlisted = sorted(set(members) - set(files) - {MANIFEST})
-    if unlisted:
-        raise ArtifactError(f"{path}: members not covered by the manifest hashes: {unlisted}")
-    return Artifact(path, spec, members)
+        return json.loads(data.decode("utf-8"), parse_constant=no_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError) as exc:
+        raise ArtifactError(f"{origin}: {MANIFEST} is not valid JSON: expected an object, "
+                            f"got {type(exc).__name__}: {str(exc)[:120]}") from exc
 
 
 def encode_test_vectors(arrays: dict[str, np.ndarray]) -> bytes:
@@ -137,12 +180,16 @@ def encode_test_vectors(arrays: dict[str, np.ndarray]) -> bytes:
 
 
 def write_artifact(
-    path: str | os.PathLike[str], manifest: dict[str, Any], members: dict[str, bytes]
+    path: str | os.PathLike[str], manifest: dict[str, Any], members: dict[str, bytes],
+    sign_key: str | os.PathLike[str] | Ed25519PrivateKey | None = None,
+    passphrase: bytes | None = None,
 ) -> int:
-    """Write an artifact atomically (temp file in the same folder, then rename).
+    """Write an artifact atomically (temp file in the same folder, then rename), with the
+    mode the umask gives a new file. Temp files of earlier writers that died are removed.
 
-    Fills ``manifest["files"]`` with each member's sha256 and checks the result against the
-    manifest contract (``ArtifactError``). Returns the file size.
+    Fills ``manifest["files"]`` with each member's sha256 (and each model entry's ``bytes``
+    and ``sha256``) and checks the result against the manifest contract (``ArtifactError``).
+    With ``sign_key`` (a private key file) the final manifest is signed. Returns the size.
     """
     target = Path(path)
     if not target.parent.is_dir():
@@ -153,9 +200,23 @@ def write_artifact(
     manifest = dict(manifest)
     manifest["schema_version"] = SCHEMA_VERSION
     manifest["files"] = {name: sha256_bytes(data) for name, data in sorted(members.items())}
+    models = manifest.get("models")
+    if isinstance(models, list):  # the figures the loader bounds each model member by
+        manifest["models"] = [
+            {**entry, "bytes": len(members[entry["path"]]),
+             "sha256": manifest["files"][entry["path"]]}
+            if isinstance(entry, dict) and entry.get("path") in members else entry
+            for entry in models]
+    # the manifest exactly as the device will parse it, so that a signature verifies there
+    manifest = json.loads(json.dumps(manifest, default=_json_default))
+    if sign_key is not None:
+        from edgekit.signing import sign_manifest
+
+        manifest = sign_manifest(manifest, sign_key, passphrase)
     Manifest.from_dict(manifest, origin=str(target))  # never write what no device could read
-    payload = json.dumps(manifest, indent=2, sort_keys=False, default=_json_default).encode()
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    payload = json.dumps(manifest, indent=2, sort_keys=False).encode()
+    remove_stale_beside(target)
+    fd, tmp = temp_beside(target)
     try:
         with os.fdopen(fd, "wb") as handle:
             with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED) as archive:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgekit.errors import ArtifactError
+
 
 def _kv(rows: list[tuple[str, Any]], width: int = 22) -> list[str]:
     return [f"  {k:<{width}} {v}" for k, v in rows]
@@ -35,6 +37,18 @@ def unverified_manifest(path: str) -> dict[str, Any] | None:
 
 
 def manifest_table(m: dict[str, Any]) -> str:
+    """The table; the runtime's fields are checked by the typed manifest, the host reports
+    shown here (validation, estimate, sizes) are not, so a malformed one is a typed error."""
+    try:
+        return _table(m)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise ArtifactError(f"manifest.json: a field `edgekit inspect` shows is malformed "
+                            f"(expected the schema of edgekit/artifact.py, got "
+                            f"{type(exc).__name__}: {str(exc)[:120]}); see "
+                            "`edgekit inspect --json`") from exc
+
+
+def _table(m: dict[str, Any]) -> str:
     target = m["target"]
     profile = target.get("profile", {})
     cpu = profile.get("cpu", {})
@@ -46,7 +60,7 @@ def manifest_table(m: dict[str, Any]) -> str:
         ("created", m.get("created", "")),
         ("target", f"{target['name']} ({cpu.get('cores')}x {cpu.get('core')}, profile "
                    f"sha256 {target.get('sha256', '')[:12]})"),
-        ("source", f"{m['source'].get('name')} ({m['source'].get('format')}, "
+        ("source", f"{m.get('source', {}).get('name')} ({m['source'].get('format')}, "
                    f"{_size(m['source'].get('bytes', 0))}, sha256 {m['source'].get('sha256', '')[:12]})"),
     ])
     lines.append("models")
@@ -55,7 +69,8 @@ def manifest_table(m: dict[str, Any]) -> str:
         extra = f", runs {'/'.join(layouts)} inside" if layouts else ""
         if e.get("float_ops"):
             extra += f", {len(e['float_ops'])} float op(s)"
-        lines += _kv([(e["format"], f"{e['path']} {_size(e['bytes'])} on {e['runtime']}{extra}")])
+        lines += _kv([(e["format"], f"{e['path']} {_size(e.get('bytes') or 0)} on "
+                                    f"{e.get('runtime', '')}{extra}")])
     lines.append("inputs")
     for i in m["inputs"]:
         qn = i.get("quantization") or {}

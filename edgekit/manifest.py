@@ -10,14 +10,21 @@ plain data, and ``raw`` keeps the whole file content for tools that show it.
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from edgekit.errors import ArtifactError, TargetError
 from edgekit.targets import Profile, profile_from_dict
+from edgekit.zipread import safe_member_name
 
 SCHEMA_VERSION = 1
-
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+DTYPES = frozenset({"float32", "float16", "float64", "int8", "uint8", "int16", "uint16",
+                    "int32", "int64", "bool"})
+MAX_RANK = 8
+MAX_TENSORS = 256
 
 @dataclass(frozen=True)
 class TargetInfo:
@@ -49,6 +56,7 @@ class ModelEntry:
     format: str
     path: str
     runtime: str
+    bytes: int | None  # the model file's size as built (None: not stated)
     data: dict[str, Any] = field(repr=False, compare=False)
 
 
@@ -84,40 +92,56 @@ class Manifest:
         # bool is an int to Python: ``true`` must not pass for version 1
         if type(version) is not int or version != SCHEMA_VERSION:
             raise ArtifactError(
-                f"{origin}: manifest schema_version {version!r}; this edgekit reads version "
-                f"{SCHEMA_VERSION} (rebuild the artifact or upgrade edgekit)")
+                f"{origin}: manifest schema_version {_short(version)}; this edgekit reads "
+                f"version {SCHEMA_VERSION} (rebuild the artifact or upgrade edgekit)")
         target = where.field(data, "target", dict, "an object")
         try:
             profile = profile_from_dict(where.field(target, "profile", dict, "an object",
                                                     "target."), origin=f"{origin} target.profile")
         except TargetError as exc:
             raise ArtifactError(str(exc)) from exc
-        vectors = data.get("test_vectors")
+        except (TypeError, ValueError, AttributeError, KeyError, RecursionError,
+                OverflowError) as exc:
+            raise ArtifactError(f"{origin}: target.profile must be a valid target profile, "
+                                f"got one that fails: {type(exc).__name__}: {exc}") from exc
         files = where.field(data, "files", dict, "an object mapping member -> sha256", default={})
         for member, digest in files.items():
-            where.expect(digest, str, f"files[{member!r}]", "a sha256 hex string")
-        models = tuple(_model(where, e, i) for i, e in enumerate(
+            if not safe_member_name(member) or member == "manifest.json":
+                raise ArtifactError(f"{origin}: files key must be a plain member name (no "
+                                    f"folders or '..'), got {_short(member)}")
+            if not isinstance(digest, str) or not SHA256_HEX.fullmatch(digest):
+                raise ArtifactError(f"{origin}: files[{member!r}] must be a sha256 hex string "
+                                    f"(64 lowercase hex digits), got {_short(digest)}")
+        models = tuple(_model(where, e, i, files) for i, e in enumerate(
             where.field(data, "models", list, "a list of model entries")))
         if not models:
             raise ArtifactError(f"{origin}: models is empty (expected at least one model entry)")
+        vectors = data.get("test_vectors")
+        inputs = _tensors(where, data, "inputs")
+        if not inputs:
+            raise ArtifactError(f"{origin}: inputs is empty (expected at least one input)")
         return cls(
             schema_version=version,
-            edgekit_version=str(data.get("edgekit_version", "")),
-            created=str(data.get("created", "")),
+            edgekit_version=where.field(data, "edgekit_version", str, "a string", default=""),
+            created=where.field(data, "created", str, "a string", default=""),
             target=TargetInfo(where.field(target, "name", str, "a string", "target."),
-                              str(target.get("sha256", "")), profile),
-            inputs=tuple(_tensor(where, e, f"inputs[{i}]") for i, e in enumerate(
-                where.field(data, "inputs", list, "a list of tensor entries"))),
-            outputs=tuple(_tensor(where, e, f"outputs[{i}]") for i, e in enumerate(
-                where.field(data, "outputs", list, "a list of tensor entries"))),
+                              where.field(target, "sha256", str, "a string", "target.",
+                                          default=""), profile),
+            inputs=inputs,
+            outputs=_tensors(where, data, "outputs"),
             models=models,
-            test_vectors=None if not vectors else _vectors(where, vectors),
+            test_vectors=None if vectors is None or vectors == {} else _vectors(
+                where, vectors, files),
             files=dict(files),
             source=where.field(data, "source", dict, "an object", default={}),
             quantization=where.field(data, "quantization", dict, "an object", default={}),
             validation=where.field(data, "validation", dict, "an object", default={}),
             raw=data,
         )
+
+    def member_bytes(self, member: str) -> int | None:
+        """The manifest's figure for a member's size (model entries state theirs)."""
+        return next((m.bytes for m in self.models if m.path == member), None)
 
     def model(self, fmt: str) -> ModelEntry | None:
         return next((m for m in self.models if m.format == fmt), None)
@@ -136,8 +160,8 @@ class _Where:
 
     def field(self, table: dict[str, Any], key: str, kind: type, expected: str,
               prefix: str = "", default: Any = ...) -> Any:
-        if key not in table:
-            if default is not ...:
+        if key not in table or (table[key] is None and default is not ...):
+            if default is not ...:  # an optional field given as null counts as absent
                 return default
             raise ArtifactError(f"{self.origin}: missing field '{prefix}{key}' (expected "
                                 f"{expected})")
@@ -145,52 +169,121 @@ class _Where:
         return table[key]
 
 
+def _finite(value: int | float) -> bool:
+    """A number that is a finite float (a 400-digit int is not: float() overflows)."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _tensors(where: _Where, data: dict[str, Any], key: str) -> tuple[TensorEntry, ...]:
+    entries = where.field(data, key, list, "a list of tensor entries")
+    if len(entries) > MAX_TENSORS:
+        raise ArtifactError(f"{where.origin}: {key} must hold at most {MAX_TENSORS} entries, "
+                            f"got {len(entries)}")
+    tensors = tuple(_tensor(where, e, f"{key}[{i}]") for i, e in enumerate(entries))
+    names = [t.name for t in tensors]
+    if len(set(names)) != len(names):
+        raise ArtifactError(f"{where.origin}: {key} names must be unique, got {names[:8]}")
+    return tensors
+
+
 def _tensor(where: _Where, entry: Any, name: str) -> TensorEntry:
     where.expect(entry, dict, name, "an object")
+    tensor_name = where.field(entry, "name", str, "a string", f"{name}.")
     shape = where.field(entry, "shape", list, "a list of dims", f"{name}.")
+    if len(shape) > MAX_RANK:
+        raise ArtifactError(f"{where.origin}: {name}.shape must have at most {MAX_RANK} dims, "
+                            f"got {len(shape)}")
     for dim in shape:
-        if isinstance(dim, bool) or not isinstance(dim, int | str):
-            raise ArtifactError(f"{where.origin}: {name}.shape must hold ints or names, got "
-                                f"{_short(dim)}")
-    labels = entry.get("labels")
+        if isinstance(dim, bool) or not isinstance(dim, int | str) or (
+                isinstance(dim, int) and not 0 <= dim < 1 << 31):
+            raise ArtifactError(f"{where.origin}: {name}.shape must hold ints >= 0 or names, "
+                                f"got {_short(dim)}")
+    dtype = where.field(entry, "dtype", str, "a string", f"{name}.", default="float32")
+    if dtype not in DTYPES:
+        raise ArtifactError(f"{where.origin}: {name}.dtype must be one of "
+                            f"{', '.join(sorted(DTYPES))}, got {_short(dtype)}")
+    labels = where.field(entry, "labels", list, "a list of strings", f"{name}.", default=None)
+    if labels is not None and not all(isinstance(label, str) for label in labels):
+        raise ArtifactError(f"{where.origin}: {name}.labels must be a list of strings, got "
+                            f"{_short(labels)}")
+    _quantization(where, entry, name)
     return TensorEntry(
-        name=where.field(entry, "name", str, "a string", f"{name}."),
+        name=tensor_name,
         shape=tuple(shape),
-        dtype=where.field(entry, "dtype", str, "a string", f"{name}.", default="float32"),
+        dtype=dtype,
         layout=where.field(entry, "layout", str, "a string", f"{name}.", default=""),
         preprocess=where.field(entry, "preprocess", dict, "an object", f"{name}.",
                                default=None) or None,
-        labels=tuple(where.field(entry, "labels", list, "a list", f"{name}.")) if labels
-        else None,
+        labels=tuple(labels) if labels else None,
         data=entry,
     )
 
 
-def _model(where: _Where, entry: Any, i: int) -> ModelEntry:
+def _quantization(where: _Where, entry: dict[str, Any], name: str) -> None:
+    """``quantization``: absent/empty, or a finite scale > 0 and an integer zero point."""
+    q = where.field(entry, "quantization", dict, "an object", f"{name}.", default=None)
+    if not q:
+        return
+    scale, zero_point = q.get("scale"), q.get("zero_point", 0)
+    if isinstance(scale, bool) or not isinstance(scale, int | float) or not (
+            _finite(scale) and scale > 0):
+        raise ArtifactError(f"{where.origin}: {name}.quantization.scale must be a finite "
+                            f"number > 0, got {_short(scale)}")
+    if isinstance(zero_point, bool) or not isinstance(zero_point, int) or not (
+            -(1 << 15) <= zero_point < 1 << 16):
+        raise ArtifactError(f"{where.origin}: {name}.quantization.zero_point must be an "
+                            f"integer in the int16/uint16 range, got {_short(zero_point)}")
+
+
+def _model(where: _Where, entry: Any, i: int, files: dict[str, str]) -> ModelEntry:
     name = f"models[{i}]"
     where.expect(entry, dict, name, "an object")
+    path = where.field(entry, "path", str, "a member name", f"{name}.")
+    if path not in files:
+        raise ArtifactError(f"{where.origin}: {name}.path must name a member listed in files "
+                            f"({', '.join(sorted(files)) or 'none'}), got {_short(path)}")
+    size = where.field(entry, "bytes", int, "an int >= 0", f"{name}.", default=None)
+    if size is not None and size < 0:
+        raise ArtifactError(f"{where.origin}: {name}.bytes must be an int >= 0, got {size}")
+    digest = where.field(entry, "sha256", str, "a sha256 hex string", f"{name}.", default=None)
+    if digest is not None and digest != files[path]:
+        raise ArtifactError(f"{where.origin}: {name}.sha256 must equal files[{path!r}] "
+                            f"({files[path][:12]}...), got {_short(digest)}")
     return ModelEntry(
         format=where.field(entry, "format", str, "a string", f"{name}."),
-        path=where.field(entry, "path", str, "a member name", f"{name}."),
+        path=path,
         runtime=where.field(entry, "runtime", str, "a string", f"{name}.", default=""),
+        bytes=size,
         data=entry,
     )
 
 
-def _vectors(where: _Where, entry: Any) -> TestVectorsEntry:
+def _vectors(where: _Where, entry: Any, files: dict[str, str]) -> TestVectorsEntry:
     where.expect(entry, dict, "test_vectors", "an object")
     tolerance = entry.get("tolerance", 0)
-    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float | str):
+    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float | str) or (
+            not isinstance(tolerance, str) and not _finite(tolerance)):
         raise ArtifactError(f"{where.origin}: test_vectors.tolerance must be a number or a "
                             f"description, got {_short(tolerance)}")
+    path = where.field(entry, "path", str, "a member name", "test_vectors.",
+                       default="test_vectors.npz")
+    if path not in files:
+        raise ArtifactError(f"{where.origin}: test_vectors.path must name a member listed in "
+                            f"files ({', '.join(sorted(files)) or 'none'}), got {_short(path)}")
+    count = where.field(entry, "count", int, "an int >= 0", "test_vectors.", default=0)
+    if count < 0:
+        raise ArtifactError(f"{where.origin}: test_vectors.count must be an int >= 0, got "
+                            f"{count}")
     return TestVectorsEntry(
-        path=where.field(entry, "path", str, "a member name", "test_vectors.",
-                         default="test_vectors.npz"),
-        count=where.field(entry, "count", int, "an int", "test_vectors.", default=0),
+        path=path,
+        count=count,
         tolerance=tolerance if isinstance(tolerance, str) else float(tolerance),
     )

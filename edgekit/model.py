@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from time import perf_counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from edgekit.power import PowerMonitor, Thresholds
 from edgekit.session import RuntimeOptions, Session
 from edgekit.stats import SAMPLE_BELOW_S, SAMPLE_STRIDE, Recorder, StatsParts, model_stats
 from edgekit.tuner import ThreadTuner
+
+if TYPE_CHECKING:
+    from edgekit.trust import KeySpec
 
 _F32 = np.dtype(np.float32)
 _NDARRAY = np.ndarray  # a module global: one lookup fewer on predict's fast path
@@ -296,7 +299,8 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
          *, policy: str = "balanced", allow_spinning: bool = True, power_root: str = "/",
          tuner: TunerOptions | dict[str, Any] | None = None, monitor_interval_s: float = 2.0,
          max_batch: int = 8, max_wait_ms: float | None = None, queue_size: int = 1024,
-         power_aware: bool = True) -> Model:
+         power_aware: bool = True, trusted_keys: Iterable[KeySpec] | KeySpec | None = None
+         ) -> Model:
     """Load and verify a ``.edgekit`` artifact (the options: ``edgekit.RuntimeOptions``).
 
     ``backend`` forces a runtime (``onnxruntime``, ``litert``, ``tflite-runtime``); by
@@ -306,9 +310,17 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
     ``tuner``: ``TunerOptions`` or a dict of its fields). ``allow_spinning``: onnxruntime
     spin-waits between ops (off for ``efficiency``). ``power_root``: where sysfs and proc
     are. For ``submit``: ``max_batch``, ``max_wait_ms``, ``queue_size``, ``power_aware``.
+    ``trusted_keys``: public key files, folders of ``*.pub`` files or ``PublicKey``
+    objects; with those of ``$EDGEKIT_TRUSTED_KEYS`` and the device's trusted-key folders
+    (``edgekit.trust``) they are the keys trusted to sign artifacts. When any key is
+    configured, an unsigned artifact or one signed by another key is refused
+    (``UntrustedArtifactError``); a signature that does not match is a ``SignatureError``.
     """
     options = RuntimeOptions.build(
         threads=threads, tuner=tuner, policy=policy, allow_spinning=allow_spinning,
         power_root=power_root, monitor_interval_s=monitor_interval_s, max_batch=max_batch,
         max_wait_ms=max_wait_ms, queue_size=queue_size, power_aware=power_aware)
-    return Model(read_artifact(path), backend=backend, options=options)
+    from edgekit.trust import discover_trusted_keys
+
+    return Model(read_artifact(path, discover_trusted_keys(trusted_keys)), backend=backend,
+                 options=options)

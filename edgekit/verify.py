@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from edgekit.artifact import Artifact, read_artifact
 from edgekit.backends import backends_for, by_name
+from edgekit.signing import Signature
+
+if TYPE_CHECKING:
+    from edgekit.trust import KeySpec
 
 FLOAT_RTOL = 1e-4
 
@@ -35,6 +40,7 @@ class VerifyReport:
     path: str
     machine: str
     formats: list[FormatReport]
+    signer: str = "unsigned"
 
     @property
     def passed(self) -> bool:
@@ -42,7 +48,8 @@ class VerifyReport:
         return bool(ran) and all(f.passed for f in ran)
 
     def lines(self) -> list[str]:
-        out = [f"verify {os.path.basename(self.path)} on {self.machine}"]
+        out = [f"verify {os.path.basename(self.path)} on {self.machine}",
+               f"  signature: {self.signer}"]
         for f in self.formats:
             if f.skipped:
                 out.append(f"  {f.format}: skipped ({f.skipped})")
@@ -64,13 +71,28 @@ def tolerance(spec: dict[str, Any], expected: np.ndarray) -> float:
     return float(FLOAT_RTOL * max(1.0, float(np.abs(expected).max())))
 
 
+def describe_signature(signature: Signature | None) -> str:
+    """``signed by key <id> (trusted: <key file>)``, ``signed by key <id> (no trusted keys
+    configured here)`` or ``unsigned ...``."""
+    if signature is None:
+        return "unsigned (hashes catch corruption only; sign with `edgekit sign`)"
+    if signature.trusted_by:
+        return f"signed by key {signature.key_id} (trusted: {signature.trusted_by})"
+    return f"signed by key {signature.key_id} (no trusted keys configured here)"
+
+
 def verify_artifact(path: str | os.PathLike[str] | Artifact, backend: str | None = None,
-                    threads: int = 1) -> VerifyReport:
-    """Run every model format in the artifact whose runtime is installed (or ``backend`` only)."""
+                    threads: int = 1, trusted_keys: Iterable[KeySpec] | KeySpec | None = None
+                    ) -> VerifyReport:
+    """Run every model format in the artifact whose runtime is installed (or ``backend`` only).
+    Trusted keys as for ``edgekit.load``: when any is configured the artifact must be
+    signed by one of them."""
     from edgekit.model import Model
     from edgekit.session import RuntimeOptions
+    from edgekit.trust import discover_trusted_keys
 
-    artifact = path if isinstance(path, Artifact) else read_artifact(path)
+    artifact = (path if isinstance(path, Artifact)
+                else read_artifact(path, discover_trusted_keys(trusted_keys)))
     manifest = artifact.manifest
     vectors = artifact.test_vectors()
     inputs = {k[3:]: v for k, v in vectors.items() if k.startswith("in/")}
@@ -107,4 +129,5 @@ def verify_artifact(path: str | os.PathLike[str] | Artifact, backend: str | None
         model.close()
         reports.append(report)
     machine = f"{platform.machine()} ({platform.system()}, Python {platform.python_version()})"
-    return VerifyReport(str(artifact.path), machine, reports)
+    return VerifyReport(str(artifact.path), machine, reports,
+                        describe_signature(artifact.signature))

@@ -14,7 +14,7 @@ DIGITS_ONNX = EXAMPLE / "digits_cnn.onnx"
 DIGITS_NPZ = EXAMPLE / "digits.npz"
 SAMPLES = EXAMPLE / "samples"
 
-sys.path.insert(0, str(ROOT / "tools"))  # tools/zoo.py: reference models for tests
+sys.path.insert(0, str(ROOT / "tools"))  # tools/zoo: reference models for tests
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@
     python tools/bench_build.py [--quick]
 
 Models: the committed digits CNN (real trained weights, real held-out digits) and a
-MobileNetV2-size net (tools/zoo.py, random weights: size and speed only). Latencies are
+MobileNetV2-size net (tools/zoo, random weights: size and speed only). Latencies are
 medians of interleaved runs (fp32, int8, fp32, int8, ...) in this one process, so a noisy
 shared machine affects both sides alike; ratios are what to read.
 """

@@ -5,7 +5,7 @@
     python tools/bench_estimate.py --published     # also: rpi4 estimates vs published figures
 
 Models: MobileNetV2-like (224x224), a plain CNN, the trained digits CNN, a small transformer
-(tools/zoo.py). int8 = onnxruntime quantize_static, QDQ, uint8 activations, per-channel int8
+(tools/zoo). int8 = onnxruntime quantize_static, QDQ, uint8 activations, per-channel int8
 weights. Predicted = ``edgekit estimate --target host`` figures of each file; measured =
 onnxruntime on this machine: latency is the fastest run over interleaved rounds (other
 processes on a shared machine only add time), memory the peak RSS delta of loading and

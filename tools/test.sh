@@ -19,6 +19,9 @@ python -m pip install -q --disable-pip-version-check -e ".[build,torch,litert,te
 # A real trained MNIST CNN for the PyTorch tests. --no-deps: the wheel declares torchvision,
 # which would pull another torch over the pinned CPU build; its model.py needs only torch.
 python -m pip install -q --disable-pip-version-check --no-deps digit-recognizer-py
+# MTCNN's trained PNet weights for tools/zoo (mtcnn_pnet); same --no-deps reason (torchvision).
+# tools/zoo reads the weights file without importing the package, which imports torchvision.
+python -m pip install -q --disable-pip-version-check --no-deps facenet-pytorch
 
 ruff check .
 set +e

@@ -44,7 +44,8 @@ def run(ctx: click.Context, source: str, **options: Any) -> None:
         torch_options["input_shape"] = shapes[0] if len(shapes) == 1 else tuple(shapes)
     budgets = {key: o[f"max_{key}"] for key in ("latency_ms", "ram_mb", "power_w", "storage_mb",
                                                "accuracy_drop") if o[f"max_{key}"] is not None}
-    torch_options.update(budgets=budgets, prune=o["prune"], search=o["search"])
+    torch_options.update(budgets=budgets, prune=o["prune"], search=o["search"],
+                         sign_key=o["sign_key"])
     method = o["method"]
     if (budgets or o["search"]) and ctx.get_parameter_source(
             "method") == click.core.ParameterSource.DEFAULT:

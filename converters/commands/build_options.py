@@ -83,6 +83,9 @@ OUTPUT = [
                  "here); a missing folder is created."),
     click.Option(["--format", "formats"], type=click.Choice(["onnx", "tflite", "both"]),
                  help="Model format(s) in the artifact (default: the profile's)."),
+    click.Option(["--sign", "sign_key"], type=click.Path(dir_okay=False), metavar="KEY",
+                 help="Sign the artifact's manifest with this Ed25519 private key "
+                 "(`edgekit keygen`); devices that trust its public key accept it."),
     click.Option(["--quiet", "-q"], is_flag=True, help="Print nothing but the artifact's path "
                  "(errors still go to stderr)."),
     click.Option(["--json", "as_json"], is_flag=True, help="Print the manifest as JSON when done."),
@@ -174,7 +177,7 @@ def load_config(ctx: click.Context, _param: click.Parameter, path: str | None) -
     return path
 
 
-PATH_KEYS = frozenset({"source", "calib", "val", "weights", "preprocess_toml"})
+PATH_KEYS = frozenset({"source", "calib", "val", "weights", "preprocess_toml", "sign_key"})
 
 
 def save_config(ctx: click.Context, path: str) -> None:

@@ -108,7 +108,8 @@ class Package(Stage):
         members = dict(ctx.model_bytes)
         members[TEST_VECTORS] = encode_test_vectors(vectors)
         manifest = self.manifest(ctx, count)
-        ctx.artifact_bytes = write_artifact(ctx.output_path, manifest, members)
+        ctx.artifact_bytes = write_artifact(ctx.output_path, manifest, members,
+                                            sign_key=ctx.config.sign_key)
 
     def manifest(self, ctx: BuildContext, vectors: int) -> dict[str, Any]:
         stages = ctx.stages + [{"name": self.name, "params": {"members": sorted(ctx.model_bytes)}}]

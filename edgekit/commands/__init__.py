@@ -14,7 +14,9 @@ DEVICE_COMMANDS: dict[str, str] = {
     "bench": "edgekit.commands.bench",
     "doctor": "edgekit.commands.doctor",
     "inspect": "edgekit.commands.inspect",
+    "keygen": "edgekit.commands.keygen",
     "run": "edgekit.commands.run",
+    "sign": "edgekit.commands.sign",
     "targets": "edgekit.commands.targets",
     "verify": "edgekit.commands.verify",
 }

@@ -18,9 +18,11 @@ def command(artifact: str, as_json: bool) -> None:
     from edgekit.artifact import read_artifact
     from edgekit.errors import ArtifactError
     from edgekit.inspect import manifest_table, unverified_manifest
+    from edgekit.trust import discover_trusted_keys
+    from edgekit.verify import describe_signature
 
     try:
-        manifest = read_artifact(artifact).manifest
+        loaded = read_artifact(artifact)  # shown even when not trusted here: inspect runs nothing
     except ArtifactError as exc:
         # A file that fails its hash check is still shown (forensics: what does it claim?),
         # under a banner that cannot be missed, and the command still fails.
@@ -34,4 +36,16 @@ def command(artifact: str, as_json: bool) -> None:
             text = json.dumps(manifest, indent=2)  # a manifest too damaged for the table
         click.echo(text if as_json else f"{banner}\n{text}")
         raise
-    click.echo(json.dumps(manifest, indent=2) if as_json else manifest_table(manifest))
+    if as_json:
+        click.echo(json.dumps(loaded.manifest, indent=2))
+        return
+    signer = describe_signature(loaded.signature)
+    trusted = discover_trusted_keys()
+    if trusted and loaded.signature is not None:
+        match = next((k for k in trusted if k.raw == loaded.signature.public_key), None)
+        signer = (f"signed by key {loaded.signature.key_id} (trusted: {match.describe()})"
+                  if match else f"signed by key {loaded.signature.key_id} (NOT trusted here: "
+                  f"load refuses it; trusted: {', '.join(k.key_id for k in trusted)})")
+    elif trusted:
+        signer = "unsigned (load refuses it: trusted keys are configured here)"
+    click.echo(manifest_table(loaded.manifest) + f"\nsignature\n  {signer}")

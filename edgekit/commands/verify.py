@@ -8,12 +8,16 @@ import click
 @click.command(name="verify")
 @click.argument("artifact", type=click.Path())
 @click.option("--backend", help="Only this runtime (onnxruntime, litert, tflite-runtime).")
-def command(artifact: str, backend: str | None) -> None:
-    """Run the bundled test vectors here and report the max error."""
+@click.option("--trusted-key", "trusted_keys", multiple=True, type=click.Path(),
+              help="A public key (or folder of *.pub) trusted to sign artifacts; added to "
+                   "$EDGEKIT_TRUSTED_KEYS and the trusted-key folders. Repeatable.")
+def command(artifact: str, backend: str | None, trusted_keys: tuple[str, ...]) -> None:
+    """Check the signature against the trusted keys (when any is configured), then run
+    the bundled test vectors here and report the max error."""
     from edgekit.errors import VerificationError
     from edgekit.verify import verify_artifact
 
-    report = verify_artifact(artifact, backend=backend)
+    report = verify_artifact(artifact, backend=backend, trusted_keys=list(trusted_keys))
     click.echo("\n".join(report.lines()))
     if not report.passed:
         raise VerificationError("test vectors did not reproduce within one quantization step")

@@ -17,6 +17,8 @@ from edgekit.errors import ArtifactError
 
 from .runtime_models import minimal_manifest, set_in
 
+MODEL = b"\x08\x07"  # a protobuf ModelProto holding only ir_version 7 (the loader parses it)
+
 
 def _rezip(src, dst, change):
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
@@ -90,7 +92,7 @@ def test_write_is_atomic_and_leaves_no_temp_file(tmp_path, monkeypatch):
         pass
 
     with pytest.raises(TypeError):
-        write_artifact(out, {**manifest, "x": Boom()}, {"model.onnx": b"1"})
+        write_artifact(out, {**manifest, "x": Boom()}, {"model.onnx": MODEL})
     assert list(tmp_path.iterdir()) == []
 
     seen = []
@@ -102,18 +104,18 @@ def test_write_is_atomic_and_leaves_no_temp_file(tmp_path, monkeypatch):
     with monkeypatch.context() as patch:
         patch.setattr(artifact_module.os, "replace", failing_replace)
         with pytest.raises(OSError, match="disk pulled out"):
-            write_artifact(out, manifest, {"model.onnx": b"1"})
+            write_artifact(out, manifest, {"model.onnx": MODEL})
     assert seen and seen[0][0] > 0 and seen[0][1] == str(tmp_path)  # it did exist, in place
     assert list(tmp_path.iterdir()) == []  # ... and was removed
-    size = write_artifact(out, {**manifest, "x": np.float32(1.5)}, {"model.onnx": b"1"})
-    assert size == out.stat().st_size and read_artifact(out).read("model.onnx") == b"1"
+    size = write_artifact(out, {**manifest, "x": np.float32(1.5)}, {"model.onnx": MODEL})
+    assert size == out.stat().st_size and read_artifact(out).read("model.onnx") == MODEL
 
 
 def test_write_refuses_a_manifest_no_device_could_read(tmp_path):
     manifest = minimal_manifest()
     set_in(manifest, ("target", "profile", "power", "idle_w"), None)
     with pytest.raises(ArtifactError, match="missing field 'idle_w' in \\[power\\]"):
-        write_artifact(tmp_path / "a.edgekit", manifest, {"model.onnx": b"1"})
+        write_artifact(tmp_path / "a.edgekit", manifest, {"model.onnx": MODEL})
     assert list(tmp_path.iterdir()) == []
 
 

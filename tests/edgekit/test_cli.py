@@ -63,7 +63,8 @@ def test_every_command_in_the_tables_is_a_module_with_that_command():
 
     from edgekit.commands import DEVICE_COMMANDS, HOST_COMMANDS
 
-    assert set(DEVICE_COMMANDS) == {"run", "bench", "verify", "inspect", "doctor", "targets"}
+    assert set(DEVICE_COMMANDS) == {"run", "bench", "verify", "inspect", "doctor", "targets",
+                                    "keygen", "sign"}
     assert set(HOST_COMMANDS) == {"build", "estimate", "calibrate-host", "emulate"}
     for name, path in DEVICE_COMMANDS.items():
         assert path.startswith("edgekit.commands.") and not path.startswith("edgekit.converters")

@@ -1,10 +1,10 @@
-"""tools/zoo.py: random-weight reference models export and match torch in onnxruntime; the
-committed digits CNN is real (trained weights, real scikit-learn digits, >= 95% held out)."""
+"""tools/zoo: every zoo model exports and its ONNX matches torch in onnxruntime (also at a second
+shape where dims are dynamic) and carries the ops its design is in the zoo for; the committed
+digits CNN and MTCNN's PNet are real (trained weights)."""
 
 from __future__ import annotations
 
 import re
-import sys
 import warnings
 from pathlib import Path
 
@@ -15,9 +15,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import zoo  # noqa: E402  (tools/zoo, on sys.path via tests/conftest.py: a broken zoo fails)
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tools"))
-import zoo  # noqa: E402  (tools/ is not a package; path set just above)
 
 SAMPLES = REPO / "examples" / "raspberrypi" / "samples"
 
@@ -32,28 +32,147 @@ def torch_out(module, x):
         return module(x).numpy()
 
 
-# --------------------------------------------------------------------------- random-weight zoo
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param("mobilenetv2_like", marks=pytest.mark.slow), "plain_cnn", "transformer_block"],
-)
+# --------------------------------------------------------------------------- every zoo entry
+# ops each model is in the zoo for (issue 13): the export must really contain them
+REQUIRED_OPS = {
+    "mobilenetv2_like": {"Conv", "Clip"},
+    "plain_cnn": {"MaxPool", "Gemm"},
+    "transformer_block": {"LayerNormalization", "Softmax"},
+    "mobilenetv3_small": {"HardSwish", "HardSigmoid", "Mul"},
+    "mobilenetv3_large": {"HardSwish", "HardSigmoid", "Relu"},
+    "resnet18": {"MaxPool", "Add", "Relu"},
+    "shufflenetv2": {"Transpose", "Reshape", "Split", "Concat"},
+    "squeezenet": {"Concat", "MaxPool"},
+    "efficientnet_b0": {"Sigmoid", "Mul"},
+    "yolov8n": {"Concat", "Split", "MaxPool", "Resize", "Softmax", "Shape", "Range"},
+    "dbnet": {"ConvTranspose", "BatchNormalization", "Resize", "Sigmoid"},
+    "crnn": {"LSTM", "ReduceMean", "Pow", "Sqrt", "Div", "Softmax"},
+    "silero_like_vad": {"If", "Equal"},
+    "mtcnn_pnet": {"PRelu", "MaxPool", "Softmax"},
+    "crepe_tiny": {"BatchNormalization", "MaxPool", "Sigmoid"},
+}
+# a second shape for entries with dynamic dims: input name -> {axis: size}
+SECOND_SHAPE = {
+    "yolov8n": {"images": {2: 256, 3: 384}},
+    "dbnet": {"x": {2: 256, 3: 224}},
+    "crnn": {"x": {3: 200}},
+    "silero_like_vad": {"input": {0: 3}, "state": {1: 3}},
+    "mtcnn_pnet": {"input": {2: 48, 3: 64}},
+}
+
+
+def run_all(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def torch_all(module, xs) -> list[np.ndarray]:
+    with torch.no_grad():
+        out = module(*xs)
+    return [o.numpy() for o in (out if isinstance(out, tuple) else (out,))]
+
+
+def resized(entry, sizes: dict[str, dict[int, int]]) -> tuple:
+    """The entry's example inputs regenerated at other sizes along its dynamic axes."""
+    gen = torch.Generator().manual_seed(7)
+    made = []
+    for x, name in zip(entry.example_inputs(), entry.input_names, strict=True):
+        shape = list(x.shape)
+        for axis, size in sizes.get(name, {}).items():
+            shape[axis] = size
+        made.append(x if not shape else 0.5 * torch.randn(shape, generator=gen).to(x.dtype))
+    return tuple(made)
+
+
+def assert_close(got: list[np.ndarray], want: list[np.ndarray]) -> None:
+    assert [g.shape for g in got] == [w.shape for w in want]
+    for g, w in zip(got, want, strict=True):
+        scale = max(1.0, float(np.abs(w).max()))
+        assert float(np.abs(g - w).max()) <= 2e-4 * scale
+
+
+def test_every_entry_is_tested() -> None:
+    assert set(REQUIRED_OPS) == set(zoo.ENTRIES)
+    assert set(SECOND_SHAPE) == {n for n, e in zoo.ENTRIES.items() if e.dynamic_axes}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow)
+                                  if n in ("mobilenetv2_like", "resnet18", "efficientnet_b0",
+                                           "mobilenetv3_large", "yolov8n") else n
+                                  for n in zoo.ENTRIES])
 def test_zoo_model_exports_and_matches_torch(name: str, tmp_path: Path) -> None:
-    factory, shape = zoo.MODELS[name]
-    module = factory()
-    x = zoo.example_input(name)
-    assert tuple(x.shape) == shape
-    path = zoo.export_onnx(module, x, tmp_path / f"{name}.onnx")
+    entry = zoo.entry(name)
+    module = entry.factory()
+    assert not module.training
+    xs = entry.example_inputs()
+    path = entry.write_onnx(tmp_path / f"{name}.onnx", module)
 
     assert path == tmp_path / f"{name}.onnx" and path.is_file()
     assert not path.with_name(path.name + ".data").exists(), "weights must live inside the file"
-    onnx.checker.check_model(str(path))
-    got = run_onnx(path, x.numpy())
-    want = torch_out(module, x)
-    assert got.shape == want.shape
-    # random weights can still collapse to a constant output; a speed model must do real work
-    assert float(want.std()) > 1e-3
-    scale = max(1.0, float(np.abs(want).max()))
-    assert float(np.abs(got - want).max()) <= 1e-4 * scale
+    model = onnx.load(str(path))
+    onnx.checker.check_model(model)
+    assert model.opset_import[0].version == entry.opset
+    ops = {n.op_type for n in model.graph.node}
+    ops |= {n.op_type for node in model.graph.node for a in node.attribute if a.g.node
+            for n in a.g.node}  # inside If branches
+    assert REQUIRED_OPS[name] <= ops, f"missing {REQUIRED_OPS[name] - ops}"
+    assert [i.name for i in model.graph.input] == list(entry.input_names)
+    assert [o.name for o in model.graph.output] == list(entry.outputs)
+    for i, dims in ((i, entry.dynamic_axes.get(i.name, {})) for i in model.graph.input):
+        shape = i.type.tensor_type.shape.dim
+        assert {a for a, d in enumerate(shape) if d.dim_param} == set(dims), i.name
+
+    want = torch_all(module, xs)
+    # random weights can still collapse to a constant output; a zoo model must do real work
+    assert float(np.concatenate([w.ravel() for w in want]).std()) > 1e-4
+    assert_close(run_all(path, {n: x.numpy() for n, x in zip(entry.input_names, xs,
+                                                              strict=True)}), want)
+    if name in SECOND_SHAPE:
+        xs2 = resized(entry, SECOND_SHAPE[name])
+        assert_close(run_all(path, {n: x.numpy() for n, x in zip(entry.input_names, xs2,
+                                                                  strict=True)}),
+                     torch_all(module, xs2))
+
+
+def test_calibration_layout_follows_batch_axes() -> None:
+    vad = zoo.entry("silero_like_vad")
+    assert vad.calib_shape(5) == {"input": (5, 512), "sr": (5,), "state": (2, 5, 128)}
+    data = vad.calib_data(5)
+    assert {k: v.shape for k, v in data.items()} == vad.calib_shape(5)
+    assert data["sr"].dtype == np.int64 and set(data["sr"].tolist()) == {16000}
+    # sample 3 of the state array is the fourth seeded example's state
+    np.testing.assert_array_equal(data["state"][:, 3:4], vad.example_inputs(3)[2].numpy())
+    assert zoo.entry("resnet18").calib_shape(4) == {"input": (4, 3, 224, 224)}
+
+
+def test_yolov8n_packs_pixel_boxes_with_probabilities() -> None:
+    entry = zoo.entry("yolov8n")
+    module = entry.factory()
+    assert 3_000_000 <= zoo.param_count(module) <= 3_400_000  # the n scale: ~3.2M
+    (out,) = torch_all(module, entry.example_inputs())
+    assert out.shape == (1, 84, 40 * 40 + 20 * 20 + 10 * 10)
+    boxes, scores = out[0, :4], out[0, 4:]
+    assert 0.0 <= scores.min() and scores.max() <= 1.0 and scores.mean() < 0.05
+    assert boxes[:2].max() > 100  # centres in input pixels, not 0..1
+
+
+def test_mtcnn_pnet_has_the_trained_weights() -> None:
+    from zoo import mtcnn
+
+    state = torch.load(mtcnn.facenet_weights("pnet"), weights_only=True)
+    module = zoo.entry("mtcnn_pnet").factory()
+    for key, value in module.state_dict().items():
+        assert torch.equal(value, state[key]), key
+    assert zoo.entry("mtcnn_pnet").trained
+
+
+def test_param_counts_match_the_published_designs() -> None:
+    expected = {"mobilenetv3_small": (2.4e6, 2.6e6), "mobilenetv3_large": (5.3e6, 5.6e6),
+                "resnet18": (11.6e6, 11.8e6), "shufflenetv2": (2.2e6, 2.4e6),
+                "squeezenet": (1.2e6, 1.3e6), "efficientnet_b0": (5.2e6, 5.4e6)}
+    for name, (lo, hi) in expected.items():
+        n = zoo.param_count(zoo.entry(name).factory())
+        assert lo <= n <= hi, f"{name}: expected {lo:,.0f}-{hi:,.0f} params, got {n:,}"
 
 
 def test_mobilenetv2_like_is_a_real_mobilenetv2(tmp_path: Path) -> None:

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from edgekit.converters.tflite.ops import (
     activation,
+    batchnorm,
     conv,
     convtranspose,
+    divide,
     elementwise,
     gather,
     gelu,
     gemm,
     layernorm,
+    layernorm_pattern,
     pad,
     pool,
+    power,
+    prelu,
     recurrent,
     resize,
     shape,
@@ -37,10 +42,14 @@ REGISTRY: dict[str, OpSpec] = {
     **gelu.SPECS,
     **layernorm.SPECS,
     **recurrent.SPECS,
+    **prelu.SPECS,
+    **batchnorm.SPECS,
+    **divide.SPECS,
+    **power.SPECS,
 }
 
 # graph rewrites run after shape inference, before conversion: (graph, keep_float) -> count
-FUSIONS = [gelu.fuse_gelu]
+FUSIONS = [gelu.fuse_gelu, layernorm_pattern.fuse_layernorm]
 
 # what the writer emits as integer kernels (the rest of REGISTRY is float-only)
 INT8_OPS = sorted(op for op, spec in REGISTRY.items() if spec.int8)

@@ -1,5 +1,5 @@
 """Relu, Clip, LeakyRelu, Sigmoid, Tanh, HardSwish (also HardSigmoid(x)*x as onnxruntime's
-pre-processing inlines it), HardSigmoid. LOGISTIC and TANH have fixed int8 output scales in
+pre-processing inlines it), HardSigmoid (int8 ADD + MUL alone, as in squeeze-excite). LOGISTIC and TANH have fixed int8 output scales in
 LiteRT: they write at that scale and requantize to the graph's scale if it differs."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 from edgekit.converters.tflite.context import ConversionContext
 from edgekit.converters.tflite.ops.base import OpSpec
-from edgekit.converters.tflite.quant import FIXED_LOGISTIC, FIXED_TANH, QParams
+from edgekit.converters.tflite.quant import FIXED_LOGISTIC, FIXED_TANH, INT8_MAX, QParams
 from edgekit.converters.tflite.schema import Act, Op, S
 
 
@@ -117,7 +117,10 @@ def convert_hardsigmoid(ctx: ConversionContext, node: onnx.NodeProto) -> None:
         ctx.bind(node, 0, out)
         ctx.done.add(id(mul))
         return
-    # alone: max(0, min(1, alpha * x + beta)) in float
+    if ctx.quantized:
+        _hardsigmoid_int8(ctx, node)
+        return
+    # alone, float: max(0, min(1, alpha * x + beta))
     a = ctx.attrs(node)
     x = ctx.input(node, 0)
     scaled = ctx.new_value(x.onnx_shape, x.perm, None, f"{node.name}_ax")
@@ -132,13 +135,55 @@ def convert_hardsigmoid(ctx: ConversionContext, node: onnx.NodeProto) -> None:
     ctx.bind(node, 0, out)
 
 
+def _hardsigmoid_int8(ctx: ConversionContext, node: onnx.NodeProto) -> None:
+    """alpha * clamp(x + beta / alpha, 0, 1 / alpha) with one rounding: the ADD writes
+    t = x + beta / alpha at scale s / alpha and the output's zero point z, so its int8 codes
+    already are those of y = alpha * t at (s, z); a MUL by alpha, held exactly (code 127 at
+    scale alpha / 127), then moves them to (s, z) unchanged. The clamp at 0 is the ADD's
+    fused RELU (RELU6 = the clamp at 1 too when alpha is 1/6); a MINIMUM clamps at 1
+    otherwise, when the output's int8 range reaches above 1."""
+    a = ctx.attrs(node)
+    alpha, beta = float(a.get("alpha", 0.2)), float(a.get("beta", 0.5))
+    x = ctx.input(node, 0)
+    x = ctx.to_layout(x, x.perm) if x.is_const else x
+    qp = ctx.out_params(node)
+    ones = [1] * x.rank
+    t_qp = QParams.per_tensor(qp.s / alpha, qp.zp)
+    t = ctx.new_value(x.onnx_shape, x.perm, t_qp, f"{node.name}_t")
+    shift = np.full(ones, beta / alpha, np.float32)
+    shift_qp = _const_params(beta / alpha)
+    opts = S.AddOptionsT()
+    opts.fusedActivationFunction = Act.RELU6 if np.isclose(alpha, 1 / 6) else Act.RELU
+    ctx.emit(Op.ADD, [x, ctx.w.const(shift_qp.quantize(shift), f"{node.name}_shift",
+                                     shift_qp)], [t], opts)
+    out = ctx.output(node, 0, x.perm)
+    top = (INT8_MAX - qp.zp) * qp.s
+    clamp = opts.fusedActivationFunction != Act.RELU6 and top > 1.0 + qp.s / 2
+    y = ctx.new_value(x.onnx_shape, x.perm, qp, f"{node.name}_y") if clamp else out
+    scale_const = ctx.w.const(np.full(ones, INT8_MAX, np.int8), f"{node.name}_alpha",
+                              QParams.per_tensor(alpha / INT8_MAX, 0))
+    ctx.emit(Op.MUL, [t, scale_const], [y], S.MulOptionsT())
+    if clamp:
+        ctx.emit(Op.MINIMUM, [y, ctx.w.const(qp.quantize(np.ones(ones)), f"{node.name}_one",
+                                              qp)], [out])
+    ctx.bind(node, 0, out)
+
+
+def _const_params(value: float) -> QParams:
+    """A scalar constant held exactly: code +-127 at scale |value| / 127."""
+    return QParams.per_tensor(abs(value) / INT8_MAX if value else 1.0, 0)
+
+
 def _mul_quantized(ctx: ConversionContext, mul: onnx.NodeProto) -> bool:
     return ctx.is_int8(mul)
 
 
 def _hs_int8(ctx: ConversionContext, node: onnx.NodeProto) -> bool:
+    """As HARD_SWISH when its Mul is int8 too, else alone (needs alpha > 0)."""
     mul = _hardswish_partner(ctx, node)
-    return mul is not None and _mul_quantized(ctx, mul)
+    if mul is not None and _mul_quantized(ctx, mul):
+        return True
+    return float(ctx.attrs(node).get("alpha", 0.2)) > 0
 
 
 SPECS = {

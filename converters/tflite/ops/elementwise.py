@@ -1,4 +1,5 @@
-"""Binary elementwise ops (Add, Sub, Mul int8; Div float) and float-only unary math."""
+"""Binary elementwise ops (Add, Sub, Mul in int8) and float-only unary math. Div, Sqrt and
+Pow have their own modules (ops/divide.py, ops/power.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,9 @@ _BINARY = {
     "Add": (Op.ADD, S.AddOptionsT),
     "Sub": (Op.SUB, S.SubOptionsT),
     "Mul": (Op.MUL, S.MulOptionsT),
-    "Div": (Op.DIV, S.DivOptionsT),
 }
 # float-only: LiteRT has float kernels; onnxruntime leaves these float too
-_UNARY = {"Sqrt": Op.SQRT, "Exp": Op.EXP, "Log": Op.LOG, "Neg": Op.NEG, "Abs": Op.ABS,
+_UNARY = {"Exp": Op.EXP, "Log": Op.LOG, "Neg": Op.NEG, "Abs": Op.ABS,
           "Floor": Op.FLOOR, "Sin": Op.SIN, "Cos": Op.COS}
 
 
@@ -42,6 +42,5 @@ SPECS = {
     "Add": OpSpec(convert_binary, dq_inputs=None, fusable=True),
     "Sub": OpSpec(convert_binary, dq_inputs=None, fusable=True),
     "Mul": OpSpec(convert_binary, dq_inputs=None, fusable=True),
-    "Div": OpSpec(convert_binary, int8=False, fusable=True),
     **{op: OpSpec(convert_unary, int8=False) for op in _UNARY},
 }

@@ -35,10 +35,12 @@ def convert_layernorm(ctx: ConversionContext, node: onnx.NodeProto) -> None:
     a = ctx.attrs(node)
     axis = int(a.get("axis", -1)) % rank
     eps = float(a.get("epsilon", 1e-5))
-    axes = ctx.int32(sorted(perm.index(ax) for ax in range(axis, rank)), "axes")
+    # edgekit_axes: set by the hand-written LayerNorm fusion for non-trailing axes
+    normalized = [int(v) % rank for v in a.get("edgekit_axes", range(axis, rank))]
+    axes = ctx.int32(sorted(perm.index(ax) for ax in normalized), "axes")
     keep = S.ReducerOptionsT()
     keep.keepDims = True
-    reduced = tuple(1 if d >= axis else n for d, n in enumerate(x.onnx_shape))
+    reduced = tuple(1 if d in normalized else n for d, n in enumerate(x.onnx_shape))
 
     def tmp(shape: tuple[int, ...], what: str) -> Value:
         return ctx.new_value(shape, perm, None, f"{node.name}_{what}")

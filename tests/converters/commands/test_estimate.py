@@ -33,7 +33,8 @@ def test_estimate_command_on_onnx_and_on_a_built_artifact(tmp_path: Path) -> Non
     profile = load_profile("rpi4")  # the least manifest a device accepts (Manifest.from_dict)
     manifest = {"target": {"name": profile.name, "sha256": profile.sha256,
                            "profile": profile.to_dict()},
-                "inputs": [], "outputs": [], "models": [{"format": "onnx", "path": "model.onnx"}]}
+                "inputs": [{"name": "x", "shape": [1, 1, 28, 28]}], "outputs": [],
+                "models": [{"format": "onnx", "path": "model.onnx"}]}
     write_artifact(artifact, manifest, {"model.onnx": DIGITS.read_bytes()})
     result = CliRunner().invoke(cli, ["estimate", "-t", "rpi4", "--threads", "2",
                                       "--json", str(artifact)])

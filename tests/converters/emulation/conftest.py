@@ -49,7 +49,7 @@ def mobilenetv2_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A MobileNetV2-size model (3.5 M parameters, 224x224, random weights: size and op mix
     only) built for rpi4 in both formats on synthetic calibration, kept small: minmax, few
     samples."""
-    import zoo  # tools/zoo.py, on sys.path via tests/conftest.py
+    import zoo  # tools/zoo, on sys.path via tests/conftest.py
     from edgekit.converters import build
 
     folder = tmp_path_factory.mktemp("mobilenetv2")

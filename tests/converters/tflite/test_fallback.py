@@ -22,8 +22,8 @@ from .helpers import ops_of, parity, tensor
 SHAPE = (1, 3, 8, 8)
 
 
-class WithSqrt(nn.Module):
-    """Sqrt has no int8 form in the writer (and onnxruntime leaves it float too)."""
+class WithLog(nn.Module):
+    """Log is float-only in the writer (and onnxruntime leaves it float too)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -31,7 +31,7 @@ class WithSqrt(nn.Module):
         self.b = nn.Conv2d(8, 4, 1)
 
     def forward(self, x):
-        return self.b(torch.sqrt(F.relu(self.a(x)) + 1.0))
+        return self.b(torch.log(F.relu(self.a(x)) + 1.0))
 
 
 class WithLayerNorm(nn.Module):
@@ -62,30 +62,30 @@ def _feeds(seed: int = 6) -> dict[str, np.ndarray]:
 
 
 def test_uncovered_op_falls_back_to_float_between_dequantize_and_quantize(qdq_models):
-    path = qdq_models("sqrt", WithSqrt(), SHAPE)
+    path = qdq_models("log", WithLog(), SHAPE)
     model, within, worst = parity(path, _feeds())
     assert within[0] >= 0.99, f"{within[0]:.2%} within one step (worst {worst[0]:.1f})"
-    assert [o["op_type"] for o in model.float_ops] == ["Sqrt"]
+    assert [o["op_type"] for o in model.float_ops] == ["Log"]
     names = [name for name, _ in ops_of(model.data)]
-    i = names.index("SQRT")
+    i = names.index("LOG")
     assert names[i - 1] == "DEQUANTIZE" and names[i + 1] == "QUANTIZE"
     assert names.count("CONV_2D") == 2  # the convolutions around it stay int8
 
 
 def test_strict_int8_names_the_float_ops(qdq_models):
-    path = qdq_models("sqrt", WithSqrt(), SHAPE)
-    with pytest.raises(UnsupportedModelError, match=r"strict_int8.*\(Sqrt\)"):
+    path = qdq_models("log", WithLog(), SHAPE)
+    with pytest.raises(UnsupportedModelError, match=r"strict_int8.*\(Log\)"):
         convert(onnx.load(str(path)), strict_int8=True)
 
 
 def test_nodes_kept_float_by_the_guard_stay_float(qdq_models):
-    path = qdq_models("sqrt", WithSqrt(), SHAPE)
+    path = qdq_models("log", WithLog(), SHAPE)
     conv = next(n.name for n in onnx.load(str(path)).graph.node if n.op_type == "Conv")
     # onnxruntime quantized this conv; the guard's keep_float list still makes it float
     model, within, _ = parity(path, _feeds(), keep_float={conv})
     assert within[0] >= 0.99
     assert conv in {o["name"] for o in model.float_ops}
-    assert {o["op_type"] for o in model.float_ops} == {"Conv", "Sqrt"}
+    assert {o["op_type"] for o in model.float_ops} == {"Conv", "Log"}
     filters = [tensor(model.data, op.inputs[1]).type
                for name, op in ops_of(model.data) if name == "CONV_2D"]
     assert sorted(filters) == [0, 9]  # one float32, one int8 filter (TensorType numbers)
@@ -130,10 +130,10 @@ def test_build_skips_tflite_it_only_prefers_and_fails_when_asked(cumsum_onnx, tm
 def test_build_strict_int8_fails_on_a_float_op(tmp_path):
     from edgekit.converters import build
 
-    src = nets.export(nets.seeded(WithSqrt()), SHAPE, tmp_path / "sqrt.onnx")
+    src = nets.export(nets.seeded(WithLog()), SHAPE, tmp_path / "log.onnx")
     common = {"target": "rpi4", "calib": "synthetic", "method": "minmax", "quiet": True}
     result = build(str(src), output=tmp_path / "ok.edgekit", **common)
     entry = next(m for m in result.manifest["models"] if m["format"] == "tflite")
-    assert [o["op_type"] for o in entry["float_ops"]] == ["Sqrt"]
-    with pytest.raises(UnsupportedModelError, match="Sqrt"):
+    assert [o["op_type"] for o in entry["float_ops"]] == ["Log"]
+    with pytest.raises(UnsupportedModelError, match="Log"):
         build(str(src), output=tmp_path / "strict.edgekit", strict_int8=True, **common)

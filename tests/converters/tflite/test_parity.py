@@ -35,7 +35,7 @@ def test_digits_tflite_matches_onnx_int8_and_keeps_accuracy(digits_artifact, dig
 
 @pytest.fixture(scope="module")
 def mobilenetv2_qdq(tmp_path_factory):
-    zoo = pytest.importorskip("zoo")
+    import zoo  # tools/zoo via tests/conftest.py: a broken zoo must fail, not skip
     work = tmp_path_factory.mktemp("mobilenetv2")
     path = zoo.export_onnx(zoo.mobilenetv2_like(), zoo.example_input("mobilenetv2_like"),
                            work / "float.onnx")

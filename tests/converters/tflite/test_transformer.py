@@ -34,7 +34,7 @@ COMMON = {"target": "rpi4", "calib": "synthetic", "calib_samples": 16, "quiet": 
 
 @pytest.fixture(scope="module")
 def transformer_onnx(tmp_path_factory) -> Path:
-    zoo = pytest.importorskip("zoo")
+    import zoo  # tools/zoo via tests/conftest.py: a broken zoo must fail, not skip
     path = tmp_path_factory.mktemp("transformer") / "float.onnx"
     return zoo.export_onnx(zoo.transformer_block(), zoo.example_input("transformer_block"), path)
 

@@ -1,0 +1,27 @@
+"""``edgekit sign``: sign an artifact's manifest with an Ed25519 private key."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command(name="sign")
+@click.argument("artifact", type=click.Path(dir_okay=False))
+@click.option("--key", "key", required=True, type=click.Path(dir_okay=False),
+              help="The private key (from `edgekit keygen`).")
+@click.option("--output", "-o", type=click.Path(dir_okay=False),
+              help="Write the signed artifact here (default: replace ARTIFACT atomically).")
+def command(artifact: str, key: str, output: str | None) -> None:
+    """Sign ARTIFACT: its members are verified against their hashes first, then the
+    manifest (which hashes every member) is signed; an old signature is replaced."""
+    from edgekit.artifact import read_artifact, write_artifact
+    from edgekit.signing import load_private_key
+
+    private = load_private_key(key)  # a bad key fails before anything is read or written
+    loaded = read_artifact(artifact)
+    members = {name: loaded.read(name) for name in loaded.members}
+    target = output or artifact
+    write_artifact(target, loaded.manifest, members, sign_key=private)
+    signed = read_artifact(target)
+    key_id = signed.signature.key_id if signed.signature else "?"
+    click.echo(f"signed {target} with key {key_id}")

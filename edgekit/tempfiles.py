@@ -1,0 +1,123 @@
+"""Temp files and folders that an interrupted process (SIGKILL, power cut) cannot leak.
+
+Every temp name carries the pid of the process that made it, so the next writer can tell
+a live neighbour's file (kept) from a dead process's leftover (removed). Files written
+through a temp file get the mode the umask gives any new file (``mkstemp`` makes 0600).
+Stdlib only: the device writes artifacts too (``edgekit sign``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+from edgekit.errors import UserError
+
+_PID_DIR = re.compile(r"(\d+)-[A-Za-z0-9_]+")
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (pid reuse can keep a leftover a while
+    longer; it never removes a live one's file)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return pid < 1 << 31  # someone else's process: alive
+    return True
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it (Linux /proc), else set-and-restore."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def temp_beside(target: Path) -> tuple[int, str]:
+    """A temp file in ``target``'s folder, named ``.<name>.<pid>.<random>.tmp``, with the
+    umask's mode (what ``open`` would have given the final file)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp",
+                               dir=target.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    return fd, tmp
+
+
+def remove_stale_beside(target: Path) -> list[str]:
+    """Remove the temp files of ``target`` left by dead processes; returns their names."""
+    prefix = f".{target.name}."
+    removed = []
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        name = entry.name
+        if not (name.startswith(prefix) and name.endswith(".tmp")):
+            continue
+        pid = name[len(prefix):].split(".", 1)[0]
+        if pid.isdigit() and not pid_alive(int(pid)) and entry.is_file(follow_symlinks=False):
+            try:
+                os.unlink(entry.path)
+                removed.append(name)
+            except OSError:
+                pass  # gone already, or not ours to remove
+    return removed
+
+
+def private_root(name: str) -> Path:
+    """``<tmp>/<name>-<uid>``: a 0700 folder of this user's temp entries. A path there that
+    is a symlink, not a folder, or someone else's is refused (shared /tmp)."""
+    root = Path(tempfile.gettempdir()) / f"{name}-{os.getuid()}"
+    try:
+        root.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(root)
+    except OSError as exc:
+        raise UserError(f"temp folder {str(root)!r}: cannot create it ({exc}); expected a "
+                        "writable temp directory (set TMPDIR)") from exc
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise UserError(f"temp folder {str(root)!r}: expected a folder owned by this user, got "
+                        "a symlink, a file or someone else's folder (set TMPDIR)")
+    return root
+
+
+def clean_stale_entries(root: Path) -> list[str]:
+    """Remove ``<pid>-<random>`` entries of ``root`` whose process is dead."""
+    removed = []
+    for entry in list(os.scandir(root)):
+        match = _PID_DIR.fullmatch(entry.name)
+        if match and not pid_alive(int(match.group(1))):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(entry.path)
+                except OSError:
+                    continue
+            removed.append(entry.name)
+    return removed
+
+
+def new_entry(root: Path) -> Path:
+    """A fresh ``<pid>-<random>`` folder under ``root``, stale entries removed first."""
+    clean_stale_entries(root)
+    return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root))

@@ -1,0 +1,203 @@
+"""Build every zoo model for the default target and tabulate what shipped (issue 13 "Must show").
+
+    python tools/bench_zoo.py [--models NAME,NAME] [--quick] [--target rpi4]
+
+Per model: export it (tools/zoo, the entry's exporter and dynamic axes; models marked
+``build_from="torch"`` are handed to the build as nn.Modules), write calibration data laid out
+as the entry says (batch axes honoured), run ``edgekit.converters.build`` with the target's
+defaults, then read the artifact. Columns:
+  built     yes, or the error type (an "InternalError" is a crash the build must never have)
+  format    the model format the artifact ships (tflite, or onnx after a fallback)
+  float     ops left in float inside the int8 .tflite (op types), "-" when none shipped
+  parity    LiteRT vs onnxruntime int8 on held-out samples: share of output elements within
+            one quantization step (worst output), from the build's own check
+  i8/f32 Nt int8 (shipped model, edgekit's backend) over fp32 (float ONNX, onnxruntime)
+            median batch-1 latency at N threads, runs interleaved; below 1.0 = int8 faster
+  build s   wall time of the build call
+Random-weight models measure coverage and speed only, not accuracy. Fallback reasons and
+errors are listed under the table, one line each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import zoo  # noqa: E402
+
+
+@dataclass
+class Row:
+    name: str
+    built: str = "no"
+    shipped: str = "-"
+    float_ops: str = "-"
+    parity: float | None = None
+    ratios: dict[int, float] = field(default_factory=dict)
+    build_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def backend_for(artifact_path: Path, threads: int):
+    """The shipped int8 model on edgekit's own backend (LiteRT or onnxruntime)."""
+    from edgekit.artifact import read_artifact
+    from edgekit.backends import BackendOptions, TensorSpec
+
+    artifact = read_artifact(artifact_path)
+    manifest = artifact.manifest
+    entry = manifest["models"][0]
+    ins = [TensorSpec.from_manifest(i) for i in manifest["inputs"]]
+    outs = [TensorSpec.from_manifest(o) for o in manifest["outputs"]]
+    opts = BackendOptions(threads=threads)
+    blob = artifact.read(entry["path"])
+    if entry["format"] == "tflite":
+        from edgekit.backends.litert import LiteRTBackend
+
+        return LiteRTBackend(blob, ins, outs, opts, entry=entry)
+    from edgekit.backends.onnxruntime import OnnxRuntimeBackend
+
+    return OnnxRuntimeBackend(blob, ins, outs, opts)
+
+
+def fp32_session(path: Path, threads: int):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    return sess
+
+
+def interleaved_ratio(int8, fp32, feeds: dict[str, np.ndarray], rounds: int) -> float:
+    """Median int8 latency over median fp32 latency, runs alternating."""
+    for _ in range(2):  # warm-up: weight packing, kernel plans
+        int8.run(feeds)
+        fp32.run(None, feeds)
+    t8, t32 = [], []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        int8.run(feeds)
+        t8.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        fp32.run(None, feeds)
+        t32.append(time.perf_counter() - start)
+    return statistics.median(t8) / statistics.median(t32)
+
+
+def first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:160]
+
+
+def bench_one(name: str, work: Path, args: argparse.Namespace) -> Row:
+    from edgekit.converters import build
+
+    entry, row = zoo.entry(name), Row(name)
+    module = entry.factory()
+    onnx_path = work / f"{name}.onnx"
+    entry.write_onnx(onnx_path, module)
+    npz = work / f"{name}.calib.npz"
+    np.savez(npz, **entry.calib_data(args.samples, seed=100))
+    source = module if entry.build_from == "torch" else str(onnx_path)
+    example = entry.example_inputs() if entry.build_from == "torch" else None
+    out = work / f"{name}.edgekit"
+    start = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = build(source, example, target=args.target, calib=str(npz), output=out,
+                           quiet=True, calib_samples=args.samples * 3 // 4, seed=0)
+    except Exception as exc:  # noqa: BLE001 - the table reports every failure, by type
+        row.build_s = time.perf_counter() - start
+        row.built = type(exc).__name__
+        row.notes.append(f"build: {type(exc).__name__}: {first_line(exc)}")
+        return row
+    row.build_s = time.perf_counter() - start
+    row.built = "yes"
+    manifest = result.manifest
+    shipped = manifest["models"][0]
+    row.shipped = shipped["format"]
+    if shipped["format"] == "tflite":
+        kinds = sorted({o["op_type"] for o in shipped.get("float_ops", [])})
+        row.float_ops = f"{len(shipped.get('float_ops', []))}" + (f" {','.join(kinds)}"
+                                                                 if kinds else "")
+        check = manifest.get("validation", {}).get("tflite", {})
+        steps = [v["within_1_step"] for v in check.values() if isinstance(v, dict)]
+        row.parity = min(steps) if steps else None
+    row.notes += [w for w in result.warnings if "no .tflite" in w or "float" in w][:2]
+    feeds = {n: x.numpy() for n, x in zip(entry.input_names, entry.example_inputs(seed=1),
+                                           strict=True)}
+    for threads in (1, 2):
+        try:
+            row.ratios[threads] = interleaved_ratio(backend_for(out, threads),
+                                                    fp32_session(onnx_path, threads), feeds,
+                                                    args.rounds)
+        except Exception as exc:  # noqa: BLE001 - a runtime failure is a finding, not a stop
+            row.notes.append(f"run {threads}t: {type(exc).__name__}: {first_line(exc)}")
+            break
+    return row
+
+
+def print_table(rows: list[Row]) -> None:
+    head = (f"{'model':<18}{'built':<15}{'format':<8}{'float ops':<24}{'parity':>8}"
+            f"{'i8/f32 1t':>11}{'i8/f32 2t':>11}{'build s':>9}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        parity = f"{r.parity:.1%}" if r.parity is not None else "-"
+        ratios = "".join(f"{r.ratios[t]:>11.2f}" if t in r.ratios else f"{'-':>11}"
+                         for t in (1, 2))
+        print(f"{r.name:<18}{r.built:<15}{r.shipped:<8}{r.float_ops[:23]:<24}{parity:>8}"
+              f"{ratios}{r.build_s:>9.1f}")
+    n = len(rows)
+    clean = sum(r.shipped == "tflite" and r.float_ops == "0" for r in rows)
+    crashed = sum(r.built == "InternalError" for r in rows)
+    print(f"\n{clean}/{n} ship an int8 .tflite with no float ops; "
+          f"{sum(r.shipped == 'tflite' for r in rows)}/{n} ship a .tflite; "
+          f"{sum(r.built == 'yes' for r in rows)}/{n} built; {crashed} internal error(s)")
+    for r in rows:
+        for note in r.notes:
+            print(f"  {r.name}: {note[:220]}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="", help="comma-separated zoo names (default: all)")
+    parser.add_argument("--quick", action="store_true",
+                        help="16 calibration samples and 5 latency rounds per model")
+    parser.add_argument("--target", default="rpi4")
+    args = parser.parse_args(argv)
+    names = [n for n in args.models.split(",") if n] or list(zoo.ENTRIES)
+    for n in names:
+        zoo.entry(n)  # unknown names fail before any work
+    args.samples, args.rounds = (16, 5) if args.quick else (64, 20)
+    import logging
+
+    logging.getLogger().setLevel(logging.ERROR)  # onnxruntime quantization's advice per model
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-zoo-") as tmp:
+        for name in names:
+            start = time.perf_counter()
+            try:
+                row = bench_one(name, Path(tmp), args)
+            except Exception as exc:  # noqa: BLE001 - export trouble: report, go on
+                row = Row(name, built="export failed",
+                          notes=[f"{type(exc).__name__}: {first_line(exc)}"])
+            rows.append(row)
+            print(f"[{name}: {row.built}, {row.shipped}, {time.perf_counter() - start:.0f} s]",
+                  file=sys.stderr, flush=True)
+    print_table(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""Fuzz the artifact loader: crafted ``.edgekit`` files, each loaded by ``edgekit.load``.
+
+    python tools/fuzz_artifact.py [--cases 5000] [--seed 0] [--timeout 20] [--bomb-gib 4]
+
+Cases (tools/artifact_cases.py, rotating): byte flips, truncations, zip-structure games
+(duplicate names, bogus sizes, unlisted members, nested and ``..`` paths, encryption and
+other compression, external-data models, a small zip bomb), manifest mutations and member
+changes with every hash recomputed. Each case must load or fail with an ``EdgekitError``;
+anything else is counted as untyped. Cases run in a worker process, so an interpreter
+crash or a hang (no answer within --timeout s) is counted too and the worker restarted.
+
+Then the big zip bomb: a small file whose test vectors inflate to --bomb-gib GiB, loaded in
+a fresh process after a normal artifact; its peak RSS above the normal load is printed
+(the claim: refused, with < 50 MB more). Exit status 1 if any case was untyped, crashed
+or hung, or the bomb was not refused within the bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import selectors
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tools"))
+
+import artifact_cases  # noqa: E402
+
+RSS_BOUND_MB = 50.0
+
+
+def outcome(path: str) -> tuple[str, str]:
+    """('loaded' | 'typed' | 'untyped', detail) for one artifact file."""
+    import edgekit
+    from edgekit.errors import EdgekitError
+    from edgekit.inspect import manifest_table
+
+    model = None
+    try:
+        model = edgekit.load(path, threads=1, trusted_keys=[])
+        manifest_table(model.manifest)  # what `edgekit inspect` shows
+    except EdgekitError as exc:
+        return "typed", type(exc).__name__
+    except BaseException as exc:  # noqa: BLE001 - the point: anything else is a finding
+        return "untyped", f"{type(exc).__name__}: {str(exc)[:200]}"
+    finally:
+        if model is not None:
+            model.close()
+    return "loaded", ""
+
+
+def worker(seed: int, first: int, last: int, folder: str) -> None:
+    """Load cases first..last-1, one JSON line each (printed before and after the load)."""
+    # the protocol gets its own copy of stdout; what the runtimes print natively goes away
+    report = os.fdopen(os.dup(1), "w", buffering=1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the life of the worker
+    os.chdir(folder)  # external-data cases point at secret.txt here
+    Path("secret.txt").write_text("the device's secret\n")
+    base = artifact_cases.base_members()
+    for index in range(first, last):
+        print(json.dumps({"start": index}), file=report, flush=True)
+        kind, data = artifact_cases.craft(index, seed, base)
+        path = os.path.join(folder, f"case-{index}.edgekit")
+        Path(path).write_bytes(data)
+        result, detail = outcome(path)
+        os.unlink(path)
+        print(json.dumps({"index": index, "kind": kind, "result": result, "detail": detail}),
+              file=report, flush=True)
+
+
+def run_cases(cases: int, seed: int, timeout: float) -> tuple[Counter, list[dict]]:
+    """Every case through worker processes; a dead or silent worker is replaced."""
+    counts: Counter = Counter()
+    findings: list[dict] = []
+    done = 0
+    with tempfile.TemporaryDirectory(prefix="edgekit-fuzz-") as folder:
+        while done < cases:
+            argv = [sys.executable, __file__, "--worker", str(seed), str(done), str(cases),
+                    folder]
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                    text=True)
+            selector = selectors.DefaultSelector()
+            selector.register(proc.stdout, selectors.EVENT_READ)
+            current = done
+            while True:
+                if not selector.select(timeout):
+                    proc.kill()
+                    counts[("?", "hang")] += 1
+                    findings.append({"index": current, "result": "hang"})
+                    done = current + 1
+                    break
+                line = proc.stdout.readline()
+                if not line:  # the worker ended: done, or died mid-case
+                    proc.wait()
+                    if done < cases:
+                        counts[("?", "crash")] += 1
+                        findings.append({"index": current, "result": "crash",
+                                         "detail": f"exit {proc.returncode}"})
+                    done = current + 1
+                    break
+                if not line.startswith("{"):
+                    continue
+                record = json.loads(line)
+                if "start" in record:
+                    current = record["start"]
+                    continue
+                counts[(record["kind"], record["result"])] += 1
+                if record["result"] == "untyped":
+                    findings.append(record)
+                done = record["index"] + 1
+            proc.wait()
+            selector.close()
+    return counts, findings
+
+
+BOMB_PROBE = """
+import json, resource, sys
+sys.path.insert(0, {repo!r})
+import edgekit
+from edgekit.errors import EdgekitError
+edgekit.load({normal!r}, threads=1, trusted_keys=[]).close()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    edgekit.load({bomb!r}, threads=1, trusted_keys=[])
+    result = "loaded"
+except EdgekitError as exc:
+    result = type(exc).__name__ + ": " + str(exc)[-160:]
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({{"result": result, "extra_mb": (after - before) / 1024}}))
+"""
+
+
+def bomb_rss(gib: float, lie: bool) -> dict:
+    """Load a normal artifact, then the bomb, in a fresh process: the bomb's peak RSS above
+    the normal load (ru_maxrss is a peak, so this is what the bomb added at its worst)."""
+    with tempfile.TemporaryDirectory(prefix="edgekit-bomb-") as folder:
+        manifest, members = artifact_cases.base_members()
+        normal = Path(folder, "normal.edgekit")
+        normal.write_bytes(artifact_cases.artifact_bytes(manifest, members))
+        bomb = Path(folder, "bomb.edgekit")
+        bomb.write_bytes(artifact_cases.bomb(gib, lie=lie))
+        code = BOMB_PROBE.format(repo=str(REPO), normal=str(normal), bomb=str(bomb))
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=600, check=False)
+        if proc.returncode != 0:
+            return {"result": f"probe failed: {proc.stderr[-300:]}", "extra_mb": float("inf"),
+                    "file_mb": bomb.stat().st_size / 1e6}
+        report = json.loads(proc.stdout.strip().splitlines()[-1])
+        report["file_mb"] = bomb.stat().st_size / 1e6
+        return report
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        seed, first, last, folder = sys.argv[2:6]
+        worker(int(seed), int(first), int(last), folder)
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=20.0, help="seconds per case")
+    parser.add_argument("--bomb-gib", type=float, default=4.0)
+    args = parser.parse_args()
+    started = time.monotonic()
+    counts, findings = run_cases(args.cases, args.seed, args.timeout)
+    seconds = time.monotonic() - started
+    print(f"{args.cases} crafted artifacts (seed {args.seed}) in {seconds:.0f} s")
+    for kind in (*artifact_cases.KINDS, "?"):
+        row = {result: n for (k, result), n in counts.items() if k == kind}
+        if row:
+            print(f"  {kind:<9} " + ", ".join(f"{r} {n}" for r, n in sorted(row.items())))
+    totals = Counter()
+    for (_, result), n in counts.items():
+        totals[result] += n
+    bad = {r: totals[r] for r in ("untyped", "crash", "hang")}
+    print("  total     " + ", ".join(f"{r} {n}" for r, n in sorted(totals.items())))
+    print("  untyped {untyped}, crashes {crash}, hangs {hang}".format(**bad))
+    for finding in findings[:20]:
+        print(f"    case {finding['index']}: {finding['result']} {finding.get('detail', '')}")
+    ok = not any(bad.values())
+    for lie in (False, True):
+        report = bomb_rss(args.bomb_gib, lie)
+        refused = report["result"] != "loaded" and not report["result"].startswith("probe")
+        within = report["extra_mb"] < RSS_BOUND_MB
+        ok = ok and refused and within
+        what = "declaring 1,000 bytes" if lie else "declaring its size"
+        inflated = artifact_cases.bomb_size(args.bomb_gib, lie) / (1 << 30)
+        print(f"zip bomb: {report['file_mb']:.1f} MB file inflating to {inflated:.2f} GiB, "
+              f"{what}: {'refused' if refused else 'NOT REFUSED'}, peak RSS "
+              f"+{report['extra_mb']:.1f} MB above a normal load (bound {RSS_BOUND_MB:g} MB)"
+              f"\n  {report['result']}")
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"fuzzer process peak RSS {own:.0f} MB; {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
