@@ -49,7 +49,11 @@ class BuildConfig:
     seed: int = 0
     # PyTorch sources (issue: PyTorch models in)
     weights: str | None = None
-    input_shape: tuple[int, ...] | None = None
+    # shape(s) to trace a PyTorch source with; ONNX sources: {input name: dims} (or one
+    # shape for a one-input model) pinning its symbolic dims (default: from the calib data)
+    input_shape: tuple[int, ...] | dict[str, tuple[int, ...]] | None = None
+    consts: dict[str, Any] = field(default_factory=dict)  # input name -> value frozen in
+    batch_axes: dict[str, int] = field(default_factory=dict)  # input name -> sample axis
     example_inputs: Any = None
     dynamic_batch: bool = False
     input_names: list[str] | None = None
@@ -96,6 +100,7 @@ class Dataset:
     labels: Any = None
     source: str = ""
     synthetic: bool = False
+    axes: dict[str, int] = field(default_factory=dict)  # input -> its model batch axis, if not 0
 
     def __len__(self) -> int:
         return len(next(iter(self.arrays.values()))) if self.arrays else 0
@@ -103,7 +108,15 @@ class Dataset:
     def take(self, index: Any) -> Dataset:
         labels = None if self.labels is None else self.labels[index]
         return Dataset({k: v[index] for k, v in self.arrays.items()}, labels, self.source,
-                       self.synthetic)
+                       self.synthetic, dict(self.axes))
+
+    def feeds(self, start: int, stop: int) -> dict[str, Any]:
+        """Samples [start, stop) as model feeds: each array with its samples moved to the
+        input's batch axis (a recurrent state ``[layers, N, hidden]`` keeps them on 1)."""
+        import numpy as np
+
+        return {k: v[start:stop] if not self.axes.get(k) else np.ascontiguousarray(
+            np.moveaxis(v[start:stop], 0, self.axes[k])) for k, v in self.arrays.items()}
 
 
 # Fields set before any stage runs (a stage may require them without a stage providing them).

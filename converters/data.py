@@ -46,10 +46,23 @@ def image_spec(inputs: list[dict[str, Any]], overrides: dict[str, Any]) -> dict[
             f"an image folder needs a model with one 4-D image input; this one has {shapes}: "
             "pass a .npz with one array per input instead"
         )
-    spec = default_spec(tuple(inputs[0]["shape"]), overrides.get("layout", "NCHW"))
+    shape = list(inputs[0]["shape"])
+    layout = overrides.get("layout", "NCHW")
+    hw = (2, 3) if layout == "NCHW" else (1, 2)
+    if not all(isinstance(shape[a], int) for a in hw):  # dynamic H/W: the images set them
+        if not overrides.get("size"):
+            raise CalibrationError(
+                f"the model input {inputs[0]['name']} {shape} ({layout}) leaves its height and "
+                "width symbolic: pass --size HxW for the images (or --input-shape)")
+        shape[hw[0]], shape[hw[1]] = overrides["size"]
+    channels = shape[1] if layout == "NCHW" else shape[3]
+    if not isinstance(channels, int):
+        raise CalibrationError(f"the model input {inputs[0]['name']} {shape} leaves its "
+                               "channels symbolic: pass a .npz instead of an image folder")
+    spec = default_spec(tuple(shape), layout)
     spec.update({k: v for k, v in overrides.items() if v is not None})
     spec = check_spec(spec)
-    check_channels(spec, inputs[0]["shape"])
+    check_channels(spec, shape)
     want = [d for d in inputs[0]["shape"][2:4]] if spec["layout"] == "NCHW" else inputs[0]["shape"][1:3]
     if all(isinstance(d, int) for d in want) and list(spec["size"]) != list(want):
         raise CalibrationError(
@@ -135,6 +148,8 @@ def _named(arrays: dict[str, Any], labels: Any, source: str,
         raise CalibrationError(
             f"{source}: expected arrays named {names} (or a single array / 'x' for a one-input "
             f"model, labels as 'y'); found {sorted(arrays)}"
+            + ("; an input the data lacks can be frozen with --const NAME=VALUE"
+               if len(names) > 1 else "")
         )
     return Dataset(chosen, labels, source)
 
@@ -149,12 +164,40 @@ def _npz(source: str, inputs: list[dict[str, Any]]) -> Dataset:
     return _checked(_named(arrays, labels, source, inputs), inputs)
 
 
+def sample_axis(spec: dict[str, Any]) -> int:
+    """The axis of the model input that holds samples (``--batch-axis``; default 0)."""
+    return int(spec.get("batch_axis", 0))
+
+
+def _sample_first(array: np.ndarray, spec: dict[str, Any], source: str) -> np.ndarray:
+    """An array laid out as the model input (samples on the batch axis K), or as a stack of
+    batch-1 inputs ``[N, *input]``, -> ``[N, *input without axis K]``."""
+    axis, rank = sample_axis(spec), len(spec["shape"])
+    if axis >= rank:
+        raise CalibrationError(f"--batch-axis {spec['name']}={axis}: input {spec['name']!r} "
+                               f"{spec['shape']} has rank {rank}")
+    if array.ndim == rank + 1 and array.shape[axis + 1] == 1:
+        return np.squeeze(array, axis + 1)
+    if array.ndim == rank:
+        return np.moveaxis(array, axis, 0)
+    raise CalibrationError(
+        f"{source}: array for input {spec['name']!r} has shape {list(array.shape)}; input "
+        f"{spec['shape']} keeps its samples on axis {axis}: expected rank {rank} (samples on "
+        f"axis {axis}) or a stack of batch-1 inputs of rank {rank + 1}")
+
+
 def _checked(data: Dataset, inputs: list[dict[str, Any]]) -> Dataset:
     """Each array must be [N, *input shape without batch]; batch-less arrays gain N=1."""
     for spec in inputs:
         array = np.asarray(data.arrays[spec["name"]])
         given = list(array.shape)  # messages describe the user's array, not our reshaped one
-        shape = spec["shape"]
+        shape = list(spec["shape"])
+        if sample_axis(spec):
+            array = _sample_first(array, spec, data.source)
+            data.axes[spec["name"]] = sample_axis(spec)
+        elif array.ndim == len(shape) + 1 and array.shape[1] == 1:
+            array = array[:, 0]  # a stack of batch-1 inputs [N, 1, ...]
+            shape.insert(0, shape.pop(sample_axis(spec)))
         expected = f"[N, {', '.join(str(d) for d in shape[1:])}]"
         if array.ndim == len(shape) - 1:
             if _fits(array.shape, shape[1:]):
@@ -172,6 +215,8 @@ def _checked(data: Dataset, inputs: list[dict[str, Any]]) -> Dataset:
             raise CalibrationError(
                 f"{data.source}: array for input {spec['name']!r} has shape {given}; "
                 f"expected {expected} for the model input {shape}"
+                + ("" if len(shape) < 2 else f" (if the samples are on another axis, pass "
+                   f"--batch-axis {spec['name']}=K)")
             )
         for axis, (want, got) in enumerate(zip(shape[1:], array.shape[1:], strict=True), start=1):
             if isinstance(want, int) and want != got:
@@ -180,11 +225,13 @@ def _checked(data: Dataset, inputs: list[dict[str, Any]]) -> Dataset:
                     f"expected {expected} for the model input {shape} "
                     f"(axis {axis}: expected {want}, got {got})"
                 )
-        if array.dtype.kind not in "fiu":
+        if array.dtype.kind not in "fiub":
             raise CalibrationError(
                 f"{data.source}: array for {spec['name']!r} has dtype {array.dtype}; expected numbers"
             )
-        data.arrays[spec["name"]] = np.ascontiguousarray(array, dtype=np.float32)
+        dtype = spec.get("dtype", "float32")  # integer inputs are fed as they are
+        data.arrays[spec["name"]] = np.ascontiguousarray(array, dtype=np.dtype(
+            "bool" if dtype == "bool" else dtype))
     if len(data) == 0:
         raise CalibrationError(f"{data.source}: holds no samples")
     if data.labels is not None:
@@ -233,6 +280,12 @@ def synthetic(inputs: list[dict[str, Any]], count: int, seed: int) -> Dataset:
     rng = np.random.default_rng(seed)
     arrays = {}
     for spec in inputs:
-        dims = [d if isinstance(d, int) else 1 for d in spec["shape"][1:]]
-        arrays[spec["name"]] = rng.random((count, *dims), dtype=np.float32)
-    return Dataset(arrays, None, SYNTHETIC, synthetic=True)
+        shape = list(spec["shape"])
+        shape.pop(sample_axis(spec))
+        dims = [d if isinstance(d, int) else 1 for d in shape]
+        if spec.get("dtype", "float32").startswith("float"):
+            arrays[spec["name"]] = rng.random((count, *dims), dtype=np.float32)
+        else:  # ids, masks, rates: no uniform stand-in means anything; zeros at least run
+            arrays[spec["name"]] = np.zeros((count, *dims), dtype=spec["dtype"])
+    return Dataset(arrays, None, SYNTHETIC, synthetic=True,
+                   axes={s["name"]: sample_axis(s) for s in inputs if sample_axis(s)})

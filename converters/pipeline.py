@@ -31,6 +31,7 @@ STAGES: dict[str, str] = {
     "load": "edgekit.converters.stages.load:LoadOnnx",
     "export": "edgekit.converters.stages.export:ExportTorch",
     "data": "edgekit.converters.stages.data:LoadData",
+    "pin": "edgekit.converters.stages.pin:PinShapes",
     "prune": "edgekit.converters.stages.prune:Prune",
     "prepare": "edgekit.converters.stages.prepare:Prepare",
     "check_export": "edgekit.converters.stages.check_export:CheckExport",
@@ -119,9 +120,8 @@ class Plan:
 def plan(source_kind: str, prune: bool) -> Plan:
     """The stages of a build of an ``onnx`` or ``torch`` source, pruning or not.
 
-    One rule beyond ``STAGES``: without pruning, ``prepare`` needs nothing from ``data``
-    and runs right after the source is read; with pruning it runs on the pruned model, and
-    pruning recovers on the calibration data, so ``data`` comes first (``STAGES`` order).
+    ``prepare`` always follows ``pin``: the symbolic dims are pinned from the calibration
+    data first, so that onnxruntime's optimizer in ``prepare`` folds the shape subgraphs.
     ``convert_tflite`` is always planned and skips itself when no tflite ships.
     """
     skip = {"export" if source_kind == "onnx" else "load"}
@@ -129,11 +129,7 @@ def plan(source_kind: str, prune: bool) -> Plan:
         skip.add("check_export")  # exported ONNX vs torch: torch sources only
     if not prune:
         skip.add("prune")
-    names = [n for n in STAGES if n not in skip]
-    if not prune:
-        names.remove("prepare")
-        names.insert(1, "prepare")
-    return Plan(tuple(names))
+    return Plan(tuple(n for n in STAGES if n not in skip))
 
 
 def check_order(names: Iterable[str], available: frozenset[str]) -> None:

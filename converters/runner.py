@@ -34,12 +34,11 @@ def run_dataset(model: str | Path | bytes | Any, data: Dataset,
                 exact_int8: bool = False) -> list[np.ndarray]:
     """Outputs for every sample, concatenated along the batch axis, in graph output order."""
     sess = model if hasattr(model, "run") else session(model, exact_int8=exact_int8)
-    fixed = [i.shape[0] for i in sess.get_inputs()]
+    fixed = [i.shape[data.axes.get(i.name, 0)] for i in sess.get_inputs() if i.shape]
     batch = 1 if any(isinstance(d, int) for d in fixed) else BATCH
     chunks: list[list[np.ndarray]] = []
     for start in range(0, len(data), batch):
-        feeds = {k: v[start:start + batch] for k, v in data.arrays.items()}
-        chunks.append(sess.run(None, feeds))
+        chunks.append(sess.run(None, data.feeds(start, start + batch)))
     return [np.concatenate([c[j] for c in chunks]) for j in range(len(chunks[0]))]
 
 

@@ -72,14 +72,17 @@ def batch_policy(state: str, policy: str, max_batch: int, max_wait_ms: float | N
 class _Request:
     __slots__ = ("feeds", "future", "t", "rows", "key")
 
-    def __init__(self, feeds: dict[str, np.ndarray], future: Future) -> None:
+    def __init__(self, feeds: dict[str, np.ndarray], future: Future,
+                 axes: dict[str, int] | None = None) -> None:
         self.feeds = feeds
         self.future = future
         self.t = time.perf_counter()
-        first = next(iter(feeds.values()))
-        self.rows = int(first.shape[0]) if first.ndim else 1
+        axes = axes or {}
+        name, first = next(iter(feeds.items()))
+        self.rows = int(first.shape[axes.get(name, 0)]) if first.ndim else 1
         # requests batch together only when every non-batch dimension agrees
-        self.key = tuple((name, a.shape[1:]) for name, a in feeds.items())
+        self.key = tuple((n, a.shape[:axes.get(n, 0)] + a.shape[axes.get(n, 0) + 1:])
+                         for n, a in feeds.items())
 
 
 class Batcher:
@@ -100,6 +103,9 @@ class Batcher:
         self.monitor = monitor
         self.budget_s = float(budget_ms) / 1000.0
         fixed = session.inputs[0].fixed_batch if session.inputs else None
+        # inputs and outputs whose samples are off axis 0 (--batch-axis at build time)
+        self._axes = {s.name: getattr(s, "batch_axis", 0) for s in session.inputs}
+        self._out_axes = [getattr(s, "batch_axis", 0) for s in getattr(session, "outputs", [])]
         self._one_per_batch = fixed is not None and fixed > 1  # cannot concatenate requests
         self._queue: queue.Queue = queue.Queue(maxsize=self.queue_size)
         self._carry: collections.deque[_Request] = collections.deque()
@@ -122,7 +128,7 @@ class Batcher:
     def submit(self, x: Any) -> Future:
         feeds = self.session.prepare_feeds(x)  # bad input fails in the caller, not the batch
         future: Future = Future()
-        request = _Request(feeds, future)
+        request = _Request(feeds, future, self._axes)
         with self._lock:
             if self._closed:
                 raise UserError("submit() after close(): the model is closed (expected an "
@@ -213,7 +219,8 @@ class Batcher:
             if len(live) == 1:
                 feeds = live[0].feeds
             else:
-                feeds = {name: np.concatenate([r.feeds[name] for r in live])
+                feeds = {name: np.concatenate([r.feeds[name] for r in live],
+                                              axis=self._axes.get(name, 0))
                          for name in live[0].feeds}
             outputs = self.session.run_feeds(feeds)
         except Exception as exc:
@@ -235,12 +242,17 @@ class Batcher:
         self._next_start = t1 + policy.gap * (t1 - t0)
         offset = 0
         for request in live:
-            part = [o[offset:offset + request.rows] for o in outputs]
+            part = [o[offset:offset + request.rows] if not self._out_axis(j) else
+                    np.take(o, range(offset, offset + request.rows), axis=self._out_axis(j))
+                    for j, o in enumerate(outputs)]
             offset += request.rows
             request.future.batch_id = batch_id
             request.future.set_result(self.session.format_outputs(part))
             self._request_seconds.append(t1 - request.t)
         self.completed += len(live)
+
+    def _out_axis(self, index: int) -> int:
+        return self._out_axes[index] if index < len(self._out_axes) else 0
 
     # -- metrics ----------------------------------------------------------------------
     def info(self) -> dict[str, Any]:

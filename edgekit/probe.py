@@ -18,11 +18,14 @@ def probe_feeds(inputs: list[TensorSpec], vectors: dict[str, np.ndarray]
     feeds: dict[str, np.ndarray] = {}
     rng = np.random.default_rng(0)
     for spec in inputs:
-        if f"in/{spec.name}" in vectors:
-            feeds[spec.name] = np.ascontiguousarray(vectors[f"in/{spec.name}"][:1], np.float32)
+        dtype = np.float32 if spec.dtype.startswith("float") else np.dtype(spec.dtype)
+        if f"in/{spec.name}" in vectors:  # one row, on the input's own batch axis
+            row = np.take(vectors[f"in/{spec.name}"], [0], axis=int(spec.extra.get(
+                "batch_axis", 0)))
+            feeds[spec.name] = np.ascontiguousarray(row, dtype)
         else:
             shape = [d if isinstance(d, int) and d > 0 else 1 for d in spec.shape]
-            feeds[spec.name] = rng.random(shape, dtype=np.float32)
+            feeds[spec.name] = rng.random(shape, dtype=np.float32).astype(dtype)
     return feeds
 
 

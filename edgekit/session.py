@@ -163,15 +163,21 @@ class Session:
         """Run validated feeds; a fixed batch-1 model runs a larger batch row by row."""
         backend = self._backend  # read once: the tuner may swap backends concurrently
         assert backend is not None, "run_feeds() before start()"
-        first = next(iter(feeds.values())) if feeds else None
-        batch = first.shape[0] if first is not None and first.ndim else 1
+        axes = {s.name: s.batch_axis for s in self.inputs}
+        first = next(iter(feeds.items()), None)
+        batch = (first[1].shape[axes.get(first[0], 0)] if first is not None and first[1].ndim
+                 else 1)
         fixed = self.fixed_batch
         t0 = perf_counter()
         if fixed is None or batch == fixed:
             results = backend.run(feeds)
-        else:
-            rows = [backend.run({k: v[i:i + 1] for k, v in feeds.items()}) for i in range(batch)]
-            results = [np.concatenate([r[j] for r in rows]) for j in range(len(self.outputs))]
+        else:  # each row on its input's batch axis (one shared row, e.g. a sample rate,
+            # goes to every row); outputs joined on their batch axes
+            rows = [backend.run({k: np.take(v, [i if v.shape[axes.get(k, 0)] > 1 else 0],
+                                            axis=axes.get(k, 0))
+                                 for k, v in feeds.items()}) for i in range(batch)]
+            results = [np.concatenate([r[j] for r in rows], axis=spec.batch_axis)
+                       for j, spec in enumerate(self.outputs)]
         # hot-path bookkeeping for stats() and the tuner: four numbers into a ring buffer
         self.recorder.add(t0, perf_counter(), batch, backend.options.threads)
         return results
@@ -184,7 +190,11 @@ class Session:
 
 def check_array(spec: TensorSpec, value: Any) -> np.ndarray:
     array = np.asarray(value)
-    if array.dtype.kind not in _FLOAT_KINDS:
+    passed = not spec.dtype.startswith("float")  # ids, masks, sample rates: fed as they are
+    if passed and array.dtype.kind not in "iub":
+        raise InputError(f"input {spec.name!r}: expected dtype {spec.dtype} (integers), got "
+                         f"{array.dtype}")
+    if not passed and array.dtype.kind not in _FLOAT_KINDS:
         raise InputError(
             f"input {spec.name!r}: expected dtype {spec.dtype} (any float accepted), "
             f"got {array.dtype}"
@@ -196,7 +206,7 @@ def check_array(spec: TensorSpec, value: Any) -> np.ndarray:
             f"{_dims(array.shape)} ({array.ndim} dims)"
         )
     for axis, (want, got) in enumerate(zip(spec.shape, array.shape, strict=True)):
-        if axis == 0 and isinstance(want, int) and want == 1:
+        if axis == spec.batch_axis and isinstance(want, int) and want == 1:
             continue  # fixed batch 1 models accept larger batches, run row by row
         if isinstance(want, int) and want > 0 and want != got:
             raise InputError(
@@ -204,8 +214,9 @@ def check_array(spec: TensorSpec, value: Any) -> np.ndarray:
                 f"{' ' + spec.layout if spec.layout else ''}, got {_dims(array.shape)} "
                 f"(axis {axis}: expected {want}, got {got})"
             )
-    if array.dtype != np.float32:
-        array = array.astype(np.float32)
+    want = np.dtype(spec.dtype) if passed else np.float32
+    if array.dtype != want:
+        array = array.astype(want)
     return np.ascontiguousarray(array)
 
 

@@ -39,9 +39,13 @@ def run(ctx: click.Context, source: str, **options: Any) -> None:
                                              else [o["formats"]])
     torch_options: dict[str, Any] = {key: o[key] for key in
                                      ("weights", "dynamic_batch", "input_names", "output_names")}
-    if o["input_shape"]:  # one shape, or a tuple of shapes for several inputs (BuildConfig's form)
-        shapes = o["input_shape"]
+    shapes = o["input_shape"]
+    if isinstance(shapes, dict):  # NAME=DIMS items
+        torch_options["input_shape"] = shapes
+    elif shapes:  # one shape, or a tuple of shapes for several inputs (BuildConfig's form)
         torch_options["input_shape"] = shapes[0] if len(shapes) == 1 else tuple(shapes)
+    torch_options["consts"] = {k: v[0] if len(v) == 1 else v for k, v in o["consts"]}
+    torch_options["batch_axes"] = dict(o["batch_axes"])
     budgets = {key: o[f"max_{key}"] for key in ("latency_ms", "ram_mb", "power_w", "storage_mb",
                                                "accuracy_drop") if o[f"max_{key}"] is not None}
     torch_options.update(budgets=budgets, prune=o["prune"], search=o["search"],

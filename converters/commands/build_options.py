@@ -19,7 +19,14 @@ from typing import Any
 
 import click
 
-from edgekit.commands.params import FLOATS, IMAGE_SIZE, NAMES, SHAPES
+from edgekit.commands.params import (
+    BATCH_AXIS,
+    CONST_VALUE,
+    FLOATS,
+    IMAGE_SIZE,
+    INPUT_SHAPES,
+    NAMES,
+)
 from edgekit.errors import UserError
 
 INPUT = [
@@ -27,10 +34,15 @@ INPUT = [
                  "see `edgekit targets`), or a profile .toml path. Required."),
     click.Option(["--weights"], type=click.Path(exists=True, dir_okay=False),
                  help="PyTorch state dict for a module:callable / file.py:Name source."),
-    click.Option(["--input-shape"], type=SHAPES, help="PyTorch sources: input shape, e.g. "
-                 "1x3x224x224 (several inputs: comma-separated)."),
-    click.Option(["--dynamic-batch"], is_flag=True, help="PyTorch sources: any batch size "
-                 "(default: fixed batch 1)."),
+    click.Option(["--input-shape"], type=INPUT_SHAPES, help="Input shape(s), e.g. 1x3x224x224 "
+                 "or images=1x3x640x640,sr=1: traces a PyTorch source; pins an ONNX source's "
+                 "symbolic dims (default: from the calibration data)."),
+    click.Option(["--const", "consts"], type=CONST_VALUE, multiple=True,
+                 help="Freeze an input into the graph, e.g. --const sr=16000 (repeatable)."),
+    click.Option(["--batch-axis", "batch_axes"], type=BATCH_AXIS, multiple=True,
+                 help="An input whose samples are not on axis 0, e.g. --batch-axis state=1."),
+    click.Option(["--dynamic-batch"], is_flag=True, help="Any batch size (default: fixed "
+                 "batch 1)."),
     click.Option(["--input-names"], type=NAMES, help="PyTorch sources: comma-separated input names."),
     click.Option(["--output-names"], type=NAMES, help="PyTorch sources: comma-separated output "
                  "names."),
@@ -196,7 +208,7 @@ def save_config(ctx: click.Context, path: str) -> None:
                 continue
             if ctx.get_parameter_source(name) == click.core.ParameterSource.DEFAULT:
                 continue
-            section[max(param.opts, key=len).lstrip("-")] = _toml_value(values[name])
+            section[max(param.opts, key=len).lstrip("-")] = _toml_value(values[name], param)
         if section:
             table[title] = section
     tmp = f"{path}.tmp"
@@ -205,8 +217,14 @@ def save_config(ctx: click.Context, path: str) -> None:
     os.replace(tmp, path)  # atomic: a reader sees the old file or the whole new one
 
 
-def _toml_value(value: Any) -> Any:
-    if isinstance(value, tuple):  # a size or shape: its flag's text form
+def _toml_value(value: Any, param: click.Parameter | None = None) -> Any:
+    """A parsed option value back in its flag's text form (what --config reads)."""
+    if param is not None and getattr(param, "multiple", False):  # --const sr=16000 items
+        return [f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
+                for k, v in value]
+    if isinstance(value, dict):  # --input-shape images=1x3x64x64,sr=1
+        return ",".join(f"{k}={_toml_value(v)}" for k, v in value.items())
+    if isinstance(value, tuple):  # a size or shape
         return "x".join(str(d) for d in value)
     if isinstance(value, list):
         return [_toml_value(v) for v in value]

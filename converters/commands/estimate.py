@@ -12,7 +12,7 @@ import json
 
 import click
 
-from edgekit.commands.params import THREAD_COUNTS
+from edgekit.commands.params import INPUT_SHAPES, THREAD_COUNTS
 
 
 @click.command(name="estimate")
@@ -23,8 +23,11 @@ from edgekit.commands.params import THREAD_COUNTS
               help="Comma-separated thread counts (default: 1 and the profile's).")
 @click.option("--no-calibrate", is_flag=True,
               help="host target: fail instead of running the micro-benchmark when uncalibrated.")
+@click.option("--input-shape", "input_shape", type=INPUT_SHAPES,
+              help="Pin symbolic input dims, e.g. images=1x3x640x640 (as `edgekit build`).")
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
 def command(model: str, target: str, threads: list[int] | None, no_calibrate: bool,
+            input_shape: list[tuple[int, ...]] | dict[str, tuple[int, ...]] | None,
             as_json: bool) -> None:
     """Estimate MODEL (.onnx, or a built .edgekit) on a target: float32 and int8."""
     from edgekit.converters.estimate import estimate
@@ -33,8 +36,21 @@ def command(model: str, target: str, threads: list[int] | None, no_calibrate: bo
     if target == "host" and not no_calibrate and not is_cached():
         click.echo("host is not calibrated yet: measuring it first (about half a minute; "
                    "`edgekit calibrate-host` does this on its own)", err=True)
-    est = estimate(model, target, threads=sorted(set(threads)) if threads else None, calibrate=not no_calibrate)
+    est = estimate(model, target, threads=sorted(set(threads)) if threads else None,
+                   calibrate=not no_calibrate, input_shapes=_named(model, input_shape))
     if as_json:
         click.echo(json.dumps(est.to_dict(), indent=2))
     else:
         click.echo(est.table())
+
+
+def _named(model: str, shapes: list[tuple[int, ...]] | dict[str, tuple[int, ...]] | None
+           ) -> dict[str, tuple[int, ...]] | None:
+    """``--input-shape`` as {name: dims}: plain shapes name the model's inputs in order."""
+    if not shapes or isinstance(shapes, dict):
+        return shapes or None
+    from edgekit.converters.estimate.graph import load_model
+    from edgekit.converters.stages.load import describe_io
+    from edgekit.converters.stages.pin import named_shapes
+
+    return named_shapes(shapes, describe_io(load_model(model))[0])

@@ -99,16 +99,27 @@ def analyse(source: Any, precision: str, model: CostModel, threads: list[int],
 
 
 def estimate(source: Any, target: Any = "rpi4", threads: list[int] | None = None,
-             calibrate: bool = True) -> Estimate:
+             calibrate: bool = True,
+             input_shapes: dict[str, tuple[int, ...]] | None = None) -> Estimate:
     """Estimate ``source`` (ONNX path, ``.edgekit`` path or ModelProto) on ``target``.
 
     ``threads`` defaults to 1 and the profile's thread count. ``calibrate=False`` makes the
     ``host`` target fail instead of running the micro-benchmark when nothing is cached.
+    ``input_shapes`` pins symbolic input dims ({name: dims}, as a build's ``--input-shape``);
+    open dims left are costed at 1 past the batch, and a warning names them.
     """
     from edgekit.targets import Profile, load_profile
 
     profile = target if isinstance(target, Profile) else load_profile(target)
     model_proto = load_model(source)
+    open_dims = _open_dims(model_proto, input_shapes or {})
+    if input_shapes:
+        from ..shapes import pin_inputs
+        from ..stages.load import describe_io
+        from ..stages.pin import named_shapes
+
+        model_proto = pin_inputs(model_proto, named_shapes(input_shapes,
+                                                           describe_io(model_proto)[0]))
     benchmark = profile.cost_model is not None and profile.cost_model.method == "benchmark"
     cost = CostModel.from_profile(profile, load_or_calibrate(run=calibrate) if benchmark else None)
     if threads is None:
@@ -131,7 +142,9 @@ def estimate(source: Any, target: Any = "rpi4", threads: list[int] | None = None
     stored = "int8" if any(n.op_type == "DequantizeLinear" for n in model_proto.graph.node) \
         else "float32"
     variants: dict[str, Variant] = {}
-    warnings: list[str] = []
+    warnings: list[str] = [
+        f"input {name!r} has symbolic dim(s) {dims} past the batch, costed at 1: pass "
+        f"--input-shape {name}=DIMS for the size it will run at" for name, dims in open_dims]
     for precision in ("float32", "int8"):
         variant, graph, _ = analyse(model_proto, precision, cost, threads, profile)
         variants[precision] = variant
@@ -145,3 +158,17 @@ def estimate(source: Any, target: Any = "rpi4", threads: list[int] | None = None
                     stored_bytes_by_dtype=dict(stored_bytes),
                     stored_params_by_dtype=dict(stored_params), variants=variants,
                     warnings=warnings)
+
+
+def _open_dims(model: Any, pinned: dict[str, tuple[int, ...]]) -> list[tuple[str, list[str]]]:
+    """Inputs not in ``pinned`` with symbolic dims past axis 0, and those dims' names."""
+    initializers = {i.name for i in model.graph.initializer}
+    found = []
+    for vi in model.graph.input:
+        if vi.name in initializers or vi.name in pinned:
+            continue
+        dims = [d.dim_param or "?" for d in list(vi.type.tensor_type.shape.dim)[1:]
+                if not d.HasField("dim_value") or d.dim_value <= 0]
+        if dims:
+            found.append((vi.name, dims))
+    return found

@@ -54,6 +54,8 @@ def shape_list(value: Any) -> list[tuple[int, ...]] | None:
     """``BuildConfig.input_shape`` (a string, one shape or a tuple of shapes) as a list of shapes."""
     if value is None:
         return None
+    if isinstance(value, dict):  # NAME=DIMS items, in forward's order as given
+        return [tuple(v) for v in value.values()]
     if isinstance(value, str):
         value = parse_input_shape(value)
     items = list(value)
@@ -224,9 +226,8 @@ def first_layer(model: Any) -> tuple[str, int | None, int | None, int | None] | 
 def _rank_problem(src: TorchSource, args: tuple[Any, ...]) -> tuple[str, bool] | None:
     """Why the (single) input shape does not fit the first layer, and whether that is certain.
 
-    A convolution's input rank is certain (a Conv2d also runs on an unbatched [C, H, W], which
-    would leave the artifact without a batch axis); the other hints only explain a failed run,
-    since the first registered layer need not be the first one called.
+    Only a failed run is explained with it: the model's own ``forward`` decides what it takes
+    (an audio CNN may reshape [N, L] into the [N, 1, L, 1] its first Conv2d wants).
     """
     if src.kind == "exported_program" or len(args) != 1:
         return None
@@ -263,8 +264,6 @@ def _dry_run(src: TorchSource, args: tuple[Any, ...]) -> list[str]:
             f"running {src.label} on input shape(s) {', '.join(fmt(a.shape) for a in args)} "
             f"failed: {reason}"
         ) from exc
-    if problem and problem[1]:
-        raise ExportError(problem[0])
     return output_names(out)
 
 

@@ -40,8 +40,8 @@ def methods_for(method: str) -> list[str]:
 def feeds(data: Dataset, batched: bool, start: int, stop: int) -> list[dict[str, np.ndarray]]:
     """Model feeds for samples [start, stop): one batch when the batch axis is free, else rows."""
     if batched:
-        return [{k: v[start:stop] for k, v in data.arrays.items()}]
-    return [{k: v[i:i + 1] for k, v in data.arrays.items()} for i in range(start, stop)]
+        return [data.feeds(start, stop)]
+    return [data.feeds(i, i + 1) for i in range(start, stop)]
 
 
 class _ListReader:
@@ -79,7 +79,8 @@ class Calibrate(Stage):
         from tqdm import tqdm
 
         data = ctx.calib
-        batched = not all(isinstance(i["shape"][0], int) for i in ctx.inputs)
+        batched = not all(isinstance(i["shape"][i.get("batch_axis", 0)], int)
+                          for i in ctx.inputs)
         symmetric = ctx.activation_type == "int8"
         options = {
             "minmax": (CalibrationMethod.MinMax, {"symmetric": symmetric}),

@@ -41,13 +41,25 @@ class ConvertTflite(Stage):
         import onnx
         from edgekit.converters.tflite import convert
 
+        from ..shapes import fixed_input_shapes, folded, has_open_inputs
+
         keep_float = set(ctx.quantization.get("keep_float") or [])
         strict = bool(ctx.config.strict_int8)
         asked = ctx.config.formats is not None and "tflite" in ctx.config.formats
         optional = not (strict or asked)
+        quantized = onnx.load(str(ctx.quant_path))
+        if has_open_inputs(quantized):  # --dynamic-batch: the .tflite takes batch 1; its
+            # shape subgraphs fold once that is fixed (onnxruntime's optimizer, not by hand)
+            try:
+                quantized = folded(fixed_input_shapes(quantized, 1, others=None,
+                                                      who="the tflite writer"), ctx.workdir)
+            except UnsupportedModelError as exc:
+                if not optional:
+                    raise
+                self._skip(ctx, str(exc))
+                return
         try:
-            model = convert(onnx.load(str(ctx.quant_path)), keep_float=keep_float,
-                            strict_int8=strict)
+            model = convert(quantized, keep_float=keep_float, strict_int8=strict)
         except UnsupportedModelError as exc:
             if not optional:
                 raise
@@ -104,7 +116,11 @@ class ConvertTflite(Stage):
                                 [TensorSpec.from_manifest(o) for o in ctx.outputs],
                                 BackendOptions(threads=1), entry=entry)
         try:
-            got = backend.run(sample.arrays)
+            if sample.axes:  # samples off axis 0 (a recurrent state): one at a time, as taken
+                rows = [backend.run(sample.feeds(i, i + 1)) for i in range(len(sample))]
+                got = [np.concatenate([r[j] for r in rows]) for j in range(len(rows[0]))]
+            else:
+                got = backend.run(sample.arrays)
         finally:
             backend.close()
         report: dict[str, Any] = {"checked": True, "samples": len(sample)}

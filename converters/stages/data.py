@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.errors import CalibrationError
+from edgekit.errors import CalibrationError, UserError
 
 from ..context import BuildContext
 from ..data import describe_source, has_data, load_dataset
@@ -39,8 +39,23 @@ class LoadData(Stage):
                 "images, a .npz (arrays named by input, labels as 'y') or a .npy, or "
                 "'--calib synthetic' to build without real data (accuracy then unverified)"
             )
+        names = [i["name"] for i in ctx.inputs]
+        for flag, given in (("--const", config.consts), ("--batch-axis", config.batch_axes)):
+            unknown = sorted(set(given) - set(names))
+            if unknown:
+                raise UserError(f"{flag} names {unknown}; the model's inputs are {names}")
+        for spec in ctx.inputs:
+            if spec["name"] in config.batch_axes:
+                spec["batch_axis"] = int(config.batch_axes[spec["name"]])
         limit = config.calib_samples + (0 if has_data(config.val) else config.val_samples)
-        calib, spec = load_dataset(config.calib, ctx.inputs, config.preprocess,
+        fed = [i for i in ctx.inputs if i["name"] not in config.consts]  # --const: not data
+        if ctx.source_info.get("format") == "onnx" and config.input_shape is not None:
+            from .pin import named_shapes  # --input-shape sizes what the data is read as
+
+            asked = named_shapes(config.input_shape, ctx.inputs)
+            fed = [dict(i, shape=list(asked[i["name"]])) if i["name"] in asked else i
+                   for i in fed]
+        calib, spec = load_dataset(config.calib, fed, config.preprocess,
                                    progress=not config.quiet, limit=limit, seed=config.seed)
         if spec is not None:
             ctx.extra_manifest["preprocess"] = spec
@@ -49,7 +64,7 @@ class LoadData(Stage):
         if calib.synthetic:
             ctx.warn("calibrating on synthetic data: the int8 accuracy is unverified")
         if has_data(config.val):
-            val, _ = load_dataset(config.val, ctx.inputs, config.preprocess,
+            val, _ = load_dataset(config.val, fed, config.preprocess,
                                   progress=not config.quiet, limit=config.val_samples,
                                   seed=config.seed)
             ctx.calib = calib.take(slice(0, config.calib_samples))

@@ -14,6 +14,8 @@ from ..pipeline import Stage
 
 MIN_OPSET = 13  # per-channel QDQ (axis on QuantizeLinear/DequantizeLinear) needs opset 13
 FLOAT_TYPES = {1: "float32", 10: "float16", 11: "float64"}
+# integer and boolean inputs (token ids, masks, sample rates) pass through unquantized
+PASS_THROUGH_TYPES = {6: "int32", 7: "int64", 9: "bool"}
 
 
 def tensor_shape(value_info: Any) -> list[int | str]:
@@ -34,17 +36,36 @@ def describe_io(model: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
         if vi.name in initializers:
             continue
         elem = vi.type.tensor_type.elem_type
-        if elem not in FLOAT_TYPES:
+        if elem not in FLOAT_TYPES and elem not in PASS_THROUGH_TYPES:
             raise UnsupportedModelError(
-                f"input {vi.name!r} has ONNX element type {elem}; int8 builds need float inputs "
-                f"({', '.join(FLOAT_TYPES.values())})"
+                f"input {vi.name!r} has ONNX element type {elem}; builds take float inputs "
+                f"({', '.join(FLOAT_TYPES.values())}) and pass "
+                f"{', '.join(PASS_THROUGH_TYPES.values())} inputs through; freeze it with "
+                f"--const {vi.name}=VALUE"
             )
         shape = tensor_shape(vi)
-        layout = "NCHW" if len(shape) == 4 else ""
-        inputs.append({"name": vi.name, "shape": shape, "dtype": "float32", "layout": layout})
+        layout = "NCHW" if len(shape) == 4 and elem in FLOAT_TYPES else ""
+        dtype = PASS_THROUGH_TYPES.get(elem, "float32")
+        inputs.append({"name": vi.name, "shape": shape, "dtype": dtype, "layout": layout})
     for vi in model.graph.output:
         outputs.append({"name": vi.name, "shape": tensor_shape(vi), "dtype": "float32"})
     return inputs, outputs
+
+
+def refuse_tflite(path: Path) -> None:
+    """A .tflite source is refused by name, not as a corrupt ONNX protobuf.
+
+    ai-edge-quantizer (no TensorFlow needed) could quantize a float .tflite, but everything
+    after this stage (calibration ranges, validation, test vectors, the ONNX artifact) is
+    built on an ONNX graph, so a .tflite source would skip all of it."""
+    with path.open("rb") as handle:
+        head = handle.read(8)
+    if path.suffix.lower() == ".tflite" or head[4:8] == b"TFL3":
+        raise UnsupportedModelError(
+            f"{path}: a .tflite source needs its original model to be calibrated, validated "
+            "and tested here; export your model to ONNX instead (PyTorch: torch.onnx.export, "
+            "or pass the module itself; TensorFlow/Keras: python -m tf2onnx.convert "
+            f"--tflite {path.name} --output model.onnx) and build that")
 
 
 class LoadOnnx(Stage):
@@ -60,14 +81,12 @@ class LoadOnnx(Stage):
         from google.protobuf.message import DecodeError
 
         path = Path(str(ctx.config.source))
-        ignored = [flag for flag, value in (("--weights", ctx.config.weights),
-                                            ("--input-shape", ctx.config.input_shape),
-                                            ("--dynamic-batch", ctx.config.dynamic_batch)) if value]
-        if ignored:
-            ctx.warn(f"{', '.join(ignored)} apply to PyTorch sources only; ignored for the ONNX "
-                     f"file {path.name} (its own shapes and weights are used)")
+        if ctx.config.weights:
+            ctx.warn(f"--weights applies to PyTorch sources only; ignored for the ONNX "
+                     f"file {path.name} (its own weights are used)")
         if not path.is_file():
             raise ModelFormatError(f"{path}: no such model file (expected an .onnx file)")
+        refuse_tflite(path)
         ctx.source_info.update(name=path.name, format="onnx", sha256=sha256_file(path),
                                bytes=path.stat().st_size)
         try:

@@ -40,7 +40,8 @@ def expected_outputs(entry: dict[str, Any], data: bytes, inputs: list[TensorSpec
             backend = cls(data, inputs, outputs, BackendOptions(threads=1), entry=entry)
             try:
                 fixed = inputs[0].fixed_batch
-                if fixed is None:
+                as_taken = all(tuple(feeds[i.name].shape) == tuple(i.shape) for i in inputs)
+                if fixed is None or as_taken:  # as_taken: one sample, in the model's layout
                     return backend.run(feeds)
                 rows = [backend.run({k: v[i:i + 1] for k, v in feeds.items()})
                         for i in range(len(next(iter(feeds.values()))))]
@@ -60,6 +61,8 @@ def vector_count(ctx: BuildContext) -> int:
         int(np.prod(ctx.val.arrays[i["name"]].shape[1:])) * (1 if i.get("quantization") else 4)
         for i in ctx.inputs)
     budget = max(VECTOR_FLOOR, VECTOR_SHARE * sum(len(b) for b in ctx.model_bytes.values()))
+    if ctx.val.axes:  # an input keeps samples off axis 0: one vector, stored as the model takes it
+        return 1
     return max(1, min(ctx.config.test_vectors, len(ctx.val), int(budget // max(1, per_vector))))
 
 
@@ -71,7 +74,7 @@ def test_inputs(ctx: BuildContext, count: int) -> tuple[dict[str, np.ndarray], d
     """
     feeds, vectors = {}, {}
     for spec in ctx.inputs:
-        x = ctx.val.arrays[spec["name"]][:count]
+        x = ctx.val.feeds(0, count)[spec["name"]]  # on the input's own batch axis
         q = spec.get("quantization")
         if q:
             codes, x = snap_to_grid(x, q)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -33,8 +34,12 @@ class Prepare(Stage):
         # then enough for quantization, so retry without it rather than stop the build.
         for symbolic in (True, False):
             try:
-                quant_pre_process(str(src), str(dst), skip_symbolic_shape=not symbolic,
-                                  skip_optimization=False, skip_onnx_shape=False)
+                # onnxruntime's symbolic shape inference, when it gives up, saves
+                # sym_shape_infer_temp.onnx and a <uuid>.data into the working directory:
+                # make that the build's own temp folder (the user's may be read-only)
+                with contextlib.chdir(ctx.workdir):
+                    quant_pre_process(str(src), str(dst), skip_symbolic_shape=not symbolic,
+                                      skip_optimization=False, skip_onnx_shape=False)
                 self.used = {"quant_pre_process": True, "symbolic_shape_inference": symbolic}
                 break
             except Exception as exc:  # noqa: BLE001 - both are attempts; the last one reports

@@ -130,12 +130,13 @@ class OnnxGraph:
             return False  # real float tensors (weights) are not shape arithmetic
         from onnx.reference import ReferenceEvaluator
 
-        evaluator = ReferenceEvaluator(helper.make_graph(
+        # a ModelProto, not a bare GraphProto: the evaluator needs the opset to pick kernels
+        evaluator = ReferenceEvaluator(helper.make_model(helper.make_graph(
             [node], "fold",
             [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(
                 self.const[n].dtype), self.const[n].shape) for n in ins],
             [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None)
-             for o in node.output]))
+             for o in node.output]), opset_imports=[helper.make_opsetid("", self.opset)]))
         values = evaluator.run(None, {n: self.const[n] for n in ins})
         for name, value in zip(node.output, values, strict=True):
             self.const[name] = np.asarray(value)
@@ -186,20 +187,12 @@ class OnnxGraph:
 
 
 def _fix_batch(model: onnx.ModelProto, batch: int) -> onnx.ModelProto:
-    """Copy of the model with symbolic input dims set (the leading one to ``batch``)."""
-    model = onnx.ModelProto.FromString(model.SerializeToString())
-    initializers = {i.name for i in model.graph.initializer}
-    for vi in model.graph.input:
-        if vi.name in initializers:
-            continue
-        for axis, dim in enumerate(vi.type.tensor_type.shape.dim):
-            if not dim.HasField("dim_value") or dim.dim_value <= 0:
-                if axis != 0:
-                    raise UnsupportedModelError(
-                        f"input {vi.name!r} axis {axis} is symbolic ({dim.dim_param!r}); the "
-                        "tflite writer supports a symbolic batch (axis 0) only")
-                dim.Clear()
-                dim.dim_value = batch
+    """Copy of the model with a symbolic batch (axis 0) set to ``batch`` throughout the graph,
+    by onnxruntime's ``make_input_shape_fixed`` (converters/shapes.py); any other open dim is
+    an ``UnsupportedModelError`` (the build pins those from its data before quantizing)."""
+    from ..shapes import fixed_input_shapes
+
+    model = fixed_input_shapes(model, batch, others=None, who="the tflite writer")
     # drop stale intermediate shapes (they may carry the symbolic batch)
     del model.graph.value_info[:]
     for out in model.graph.output:

@@ -33,10 +33,17 @@ class TensorSpec:
         )
 
     @property
+    def batch_axis(self) -> int:
+        """The axis holding samples: 0, or the build's ``--batch-axis`` (a recurrent state
+        ``[layers, N, hidden]`` keeps them on 1)."""
+        return int(self.extra.get("batch_axis", 0))
+
+    @property
     def fixed_batch(self) -> int | None:
-        """The leading dimension when it is a fixed number, else None (symbolic batch)."""
-        if self.shape and isinstance(self.shape[0], int) and self.shape[0] > 0:
-            return self.shape[0]
+        """The batch dimension when it is a fixed number, else None (symbolic batch)."""
+        axis = self.batch_axis
+        if len(self.shape) > axis and isinstance(self.shape[axis], int) and self.shape[axis] > 0:
+            return self.shape[axis]
         return None
 
     def describe(self) -> str:

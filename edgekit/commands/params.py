@@ -94,3 +94,62 @@ FLOATS = CommaList(click.FLOAT, "numbers", "0.485,0.456,0.406")
 NAMES = CommaList(click.STRING, "names", "image,mask")
 IMAGE_SIZE = Dims("HxW", "224x224", count=2)
 SHAPES = CommaList(Dims("a shape", "1x3x224x224"), "shapes joined by 'x'", "1x3x224x224,1x10")
+
+
+class NamedShapes(click.ParamType):
+    """``--input-shape``: ``"1x3x224x224,1x10"`` -> a list of shapes (in input order), or
+    ``"image=1x3x640x640,sr=1"`` -> ``{name: shape}``."""
+
+    name = "shapes"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "[NAME=]DIMS,..."
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> list[tuple[int, ...]] | dict[str, tuple[int, ...]]:
+        if isinstance(value, (list, dict)):
+            return value
+        text = str(value)
+        if "=" not in text:
+            return SHAPES.convert(text, param, ctx)
+        named: dict[str, tuple[int, ...]] = {}
+        for part in text.split(","):
+            name, eq, dims = part.strip().partition("=")
+            if not eq or not name.strip():
+                self.fail(f"{_option_name(param)} expects NAME=DIMS items separated by commas "
+                          f"(e.g. images=1x3x640x640,sr=1); got {part!r} in {text!r}", param, ctx)
+            named[name.strip()] = Dims("a shape", "1x3x224x224").convert(dims, param, ctx)
+        return named
+
+
+class NamedValue(click.ParamType):
+    """``NAME=VALUE`` (``--const sr=16000``, ``--batch-axis state=1``) -> ``(name, value)``
+    with the value converted by ``item``."""
+
+    name = "name=value"
+
+    def __init__(self, item: click.ParamType, example: str) -> None:
+        self.item = item
+        self.example = example
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "NAME=VALUE"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> tuple[str, Any]:
+        if isinstance(value, tuple):
+            return value
+        name, eq, rest = str(value).partition("=")
+        if not eq or not name.strip() or not rest.strip():
+            self.fail(f"{_option_name(param)} expects NAME=VALUE such as {self.example}, got "
+                      f"{value!r}", param, ctx)
+        try:
+            return name.strip(), self.item.convert(rest.strip(), param, ctx)
+        except click.BadParameter:
+            self.fail(f"{_option_name(param)} expects NAME=VALUE such as {self.example}, got "
+                      f"{value!r}", param, ctx)
+
+
+INPUT_SHAPES = NamedShapes()
+CONST_VALUE = NamedValue(FLOATS, "sr=16000")
+BATCH_AXIS = NamedValue(click.IntRange(0), "state=1")

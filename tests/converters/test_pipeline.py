@@ -59,8 +59,8 @@ def test_the_prefix_cache_runs_each_stage_once_per_distinct_prefix(tmp_path):
     cache = PrefixCache(plan("onnx", True), base)
     dense = {"prune": PruneConfig(0.0), "calibrate": CalibrateConfig(("minmax",))}
     first = cache.run("quantize", dense)
-    assert cache.runs == {n: 1 for n in ("load", "data", "prune", "prepare", "calibrate",
-                                         "quantize")}
+    assert cache.runs == {n: 1 for n in ("load", "data", "pin", "prune", "prepare",
+                                         "calibrate", "quantize")}
     assert cache.run("quantize", dict(dense)) is first  # equal configs: nothing re-runs
     node = next(n.name for n in first.float_model.graph.node if n.op_type == "Conv")
     fallback = cache.run("quantize", {**dense, "quantize": QuantizeConfig((node,))})
@@ -69,6 +69,6 @@ def test_the_prefix_cache_runs_each_stage_once_per_distinct_prefix(tmp_path):
     entropy = cache.run("quantize", {**dense, "calibrate": CalibrateConfig(("entropy",))})
     assert cache.runs["prepare"] == 1 and cache.runs["calibrate"] == 2
     assert set(entropy.ranges) == {"entropy"} and set(first.ranges) == {"minmax"}
-    assert [s["name"] for s in entropy.stages] == ["load", "data", "prepare", "calibrate",
-                                                   "quantize"]
+    assert [s["name"] for s in entropy.stages] == ["load", "data", "pin", "prepare",
+                                                   "calibrate", "quantize"]
     assert base.stages == [] and entropy.produced["ranges"] == "calibrate"

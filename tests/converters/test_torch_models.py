@@ -76,7 +76,7 @@ def test_trained_cnn_manifest_records_the_export(cnn_artifact):
     assert export["weights"]["tensors"] == 10 and export["code_sha256"] == sha256_file(model_py)
     assert export["check"]["samples"] == 256 and export["check"]["max_rel_error"] <= 1e-4
     names = [s["name"] for s in m["stages"]]
-    assert names[:4] == ["export", "prepare", "data", "check_export"]
+    assert names[:5] == ["export", "data", "pin", "prepare", "check_export"]
     assert "load" not in names
     assert [(i["name"], i["shape"], i["layout"]) for i in m["inputs"]] == [
         ("x", [1, 1, 28, 28], "NCHW")]  # the name kept from CNN.forward(self, x)

@@ -1,0 +1,224 @@
+"""Pin: give every model input fixed numbers, and freeze the inputs the user made constant.
+
+Models exported with dynamic axes (H/W of a detector, the width of a text line) leave
+dims symbolic; the .tflite writer and the estimator need numbers. The numbers come from
+``--input-shape NAME=DIMS`` when given, else from the calibration data (whose arrays must
+agree with each other and with the validation data on every symbolic dim). The batch is
+pinned to 1 unless ``--dynamic-batch`` keeps it open. ``--const NAME=VALUE`` replaces an
+input by a constant before anything else, so ``If`` branches and shapes built on it fold.
+
+The folding itself is onnxruntime's graph optimizer at the basic level, run by the
+``prepare`` stage right after this one (``quant_pre_process`` saves the optimized model):
+once the inputs are fixed, Shape/Range/Expand/ConstantOfShape chains become constants.
+The pinned shapes go into the manifest's ``inputs[]``, so ``predict`` with another shape
+is an ``InputError`` naming the pinned one.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from edgekit.errors import CalibrationError, UserError
+
+from ..context import BuildContext, Dataset
+from ..pipeline import Stage
+
+NUMPY_TYPES = {"float32": np.float32, "float16": np.float16, "float64": np.float64,
+               "int64": np.int64, "int32": np.int32, "int8": np.int8, "uint8": np.uint8,
+               "bool": np.bool_}
+
+
+def named_shapes(value: Any, inputs: list[dict[str, Any]]) -> dict[str, tuple[int, ...]]:
+    """``--input-shape`` for an ONNX source: ``{name: dims}``, or one plain shape for a
+    one-input model; an unknown name or a wrong rank is a ``UserError``."""
+    if value is None:
+        return {}
+    names = [i["name"] for i in inputs]
+    if not isinstance(value, dict):
+        shapes = [tuple(value)] if value and all(isinstance(d, int) for d in value) else list(value)
+        if len(shapes) != len(names):
+            raise UserError(f"--input-shape gave {len(shapes)} shape(s) for the model's "
+                            f"{len(names)} inputs {names}: name them, e.g. "
+                            f"--input-shape {names[0]}=1x3x640x640")
+        value = dict(zip(names, shapes, strict=True))
+    out = {}
+    for name, dims in value.items():
+        spec = next((i for i in inputs if i["name"] == name), None)
+        if spec is None:
+            raise UserError(f"--input-shape names {name!r}; the model's inputs are {names}")
+        dims = tuple(int(d) for d in dims)
+        if len(dims) != len(spec["shape"]):
+            raise UserError(f"--input-shape {name}={'x'.join(map(str, dims))} has rank "
+                            f"{len(dims)}; input {name!r} is {spec['shape']} (rank "
+                            f"{len(spec['shape'])})")
+        for axis, (want, got) in enumerate(zip(spec["shape"], dims, strict=True)):
+            if isinstance(want, int) and want > 0 and want != got:
+                raise UserError(f"--input-shape {name}: axis {axis} of {spec['shape']} is fixed "
+                                f"at {want} by the model; got {got}")
+        out[name] = dims
+    return out
+
+
+def const_value(spec: dict[str, Any], value: Any) -> np.ndarray:
+    """The array a ``--const`` freezes input ``spec`` to: ``value`` broadcast to its shape
+    (symbolic dims as 1), in its element type."""
+    dtype = NUMPY_TYPES.get(spec.get("dtype", "float32"), np.float32)
+    shape = [d if isinstance(d, int) and d > 0 else 1 for d in spec["shape"]]
+    try:
+        array = np.asarray(value, dtype=dtype)
+        if array.size == 1:
+            return np.full(shape, array.reshape(()), dtype=dtype)
+        return np.ascontiguousarray(array.reshape(shape))
+    except ValueError as exc:
+        raise UserError(f"--const {spec['name']}={value!r}: cannot make a {spec['dtype']} "
+                        f"array of shape {spec['shape']} from it ({exc})") from exc
+
+
+def data_shape(spec: dict[str, Any], data: Dataset) -> tuple[int, ...]:
+    """The model-input shape one sample of ``data`` has (batch axis set to 1)."""
+    axis = spec.get("batch_axis", 0)
+    rest = list(data.arrays[spec["name"]].shape[1:])
+    rest.insert(axis, 1)
+    return tuple(rest)
+
+
+def shapes_from_data(inputs: list[dict[str, Any]], datasets: list[Dataset],
+                     dynamic_batch: bool) -> dict[str, tuple[int, ...]]:
+    """Each input with a symbolic dim pinned to what the data shows. Every dataset must
+    agree, and one symbol (e.g. 'height') must get one value across inputs."""
+    pinned: dict[str, tuple[int, ...]] = {}
+    symbols: dict[str, tuple[int, str]] = {}
+    for spec in inputs:
+        if all(isinstance(d, int) and d > 0 for d in spec["shape"]):
+            continue
+        seen = {data.source or "data": data_shape(spec, data) for data in datasets
+                if spec["name"] in data.arrays}
+        if len(set(seen.values())) > 1:
+            raise CalibrationError(
+                f"input {spec['name']!r} {spec['shape']} has symbolic dims, and the data "
+                "disagrees on them: " + "; ".join(f"{src} gives {list(s)}" for src, s in
+                                                  seen.items())
+                + ": pass --input-shape NAME=DIMS, or data of one shape")
+        shape = list(next(iter(seen.values())))
+        batch_axis = spec.get("batch_axis", 0)
+        for axis, want in enumerate(spec["shape"]):
+            if isinstance(want, int) and want > 0:
+                continue
+            if axis == batch_axis:
+                shape[axis] = -1 if dynamic_batch else 1
+                continue
+            key = str(want)
+            if key not in ("?", "") and key in symbols and symbols[key][0] != shape[axis]:
+                raise CalibrationError(
+                    f"symbolic dim {key!r} is {symbols[key][0]} in the data for input "
+                    f"{symbols[key][1]!r} but {shape[axis]} for input {spec['name']!r}")
+            symbols.setdefault(key, (shape[axis], spec["name"]))
+        pinned[spec["name"]] = tuple(shape)
+    return pinned
+
+
+def mark_output_batch_axes(inputs: list[dict[str, Any]], outputs: list[dict[str, Any]]) -> None:
+    """An output carrying an input's batch symbol off axis 0 (a recurrent state out) gets
+    ``batch_axis`` too, so the runtime joins and splits its rows on that axis."""
+    symbols = {str(i["shape"][i.get("batch_axis", 0)]) for i in inputs
+               if not isinstance(i["shape"][i.get("batch_axis", 0)], int)}
+    for spec in outputs:
+        axis = next((a for a, d in enumerate(spec["shape"]) if str(d) in symbols), 0)
+        if axis:
+            spec["batch_axis"] = axis
+
+
+def _pinned_output_shapes(model: Any, outputs: list[dict[str, Any]]) -> None:
+    """Outputs whose shape onnx's inference fixes once the inputs are pinned get it."""
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:  # noqa: BLE001 - the shapes stay as exported; nothing depends on them
+        return
+    for vi in inferred.graph.output:
+        dims = [d.dim_value if d.HasField("dim_value") else 0 for d in
+                vi.type.tensor_type.shape.dim]
+        spec = next((o for o in outputs if o["name"] == vi.name), None)
+        if spec is not None and dims and all(d > 0 for d in dims) and len(dims) == len(
+                spec["shape"]):
+            spec["shape"] = dims
+
+
+class PinShapes(Stage):
+    name = "pin"
+    requires = frozenset({"calib", "float_model", "float_path", "inputs", "outputs", "val"})
+    provides = frozenset({"float_model", "float_path", "inputs", "outputs"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.used: dict[str, Any] = {}
+
+    def params(self, ctx: BuildContext) -> dict[str, Any]:
+        return self.used
+
+    def run(self, ctx: BuildContext) -> None:
+        import onnx
+
+        from ..shapes import freeze_inputs, pin_inputs
+
+        config = ctx.config
+        model = ctx.float_model
+        consts = dict(config.consts or {})
+        # (unknown names in --const were refused by the data stage, before reading data)
+        if consts:
+            frozen = {i["name"]: const_value(i, consts[i["name"]]) for i in ctx.inputs
+                      if i["name"] in consts}
+            model = freeze_inputs(model, frozen)
+            ctx.inputs = [i for i in ctx.inputs if i["name"] not in consts]
+            if not ctx.inputs:
+                raise UserError(f"--const froze every input ({sorted(consts)}); the model "
+                                "needs at least one input left")
+        asked = named_shapes(config.input_shape, ctx.inputs) if ctx.source_info.get(
+            "format") == "onnx" else {}
+        pinned = shapes_from_data([i for i in ctx.inputs if i["name"] not in asked],
+                                  [ctx.calib, ctx.val], config.dynamic_batch)
+        pinned.update(asked)
+        # (the data stage read the data at the --input-shape sizes: they agree)
+        fixed = {n: s for n, s in pinned.items() if -1 not in s}
+        open_batch = {n: s for n, s in pinned.items() if -1 in s}
+        if open_batch:  # --dynamic-batch: pin the other dims, leave the batch symbolic
+            model = onnx.ModelProto.FromString(model.SerializeToString())  # edited in place
+            from onnxruntime.tools.onnx_model_utils import make_dim_param_fixed
+
+            for name, shape in open_batch.items():
+                spec = next(i for i in ctx.inputs if i["name"] == name)
+                axis = spec.get("batch_axis", 0)
+                fixed_dims = {str(spec["shape"][a]): d for a, d in enumerate(shape)
+                              if a != axis and not (isinstance(spec["shape"][a], int)
+                                                    and spec["shape"][a] > 0)}
+                for symbol, value in fixed_dims.items():
+                    if symbol in ("?", ""):
+                        raise UserError(f"input {name!r} {spec['shape']} has an unnamed "
+                                        "symbolic dim besides the batch; --dynamic-batch "
+                                        "needs the others named or pinned: drop it")
+                    make_dim_param_fixed(model.graph, symbol, value)
+        if fixed:
+            model = pin_inputs(model, fixed)
+        if not consts and not pinned:
+            self.used = {"pinned": {}}
+            return
+        mark_output_batch_axes(ctx.inputs, ctx.outputs)
+        for spec in ctx.inputs:
+            if spec["name"] in pinned:
+                spec["shape"] = [old if d == -1 else d  # -1: the batch --dynamic-batch keeps
+                                 for d, old in zip(pinned[spec["name"]], spec["shape"],
+                                                   strict=True)]
+        _pinned_output_shapes(model, ctx.outputs)
+        ctx.float_model = model
+        ctx.float_path = ctx.workdir / "pinned.onnx"
+        onnx.save_model(model, str(ctx.float_path))
+        os.chmod(ctx.float_path, 0o600)
+        self.used = {"pinned": {n: list(s) for n, s in pinned.items()},
+                     "from": "--input-shape" if asked else "calibration data",
+                     "consts": {k: np.asarray(v).tolist() for k, v in consts.items()}}
+        ctx.report("  pinned " + ", ".join(f"{n} {list(s)}" for n, s in pinned.items())
+                   + (f"; frozen {', '.join(sorted(consts))}" if consts else ""))
