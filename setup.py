@@ -76,6 +76,7 @@ setup(
             "filelock>=3.12",  # one sysroot builder at a time
             "rapidfuzz>=3.0",  # edit distance for the ctc metric's character error rate
             "cryptography>=42",  # edgekit build --sign, edgekit keygen
+            "tomli-w>=1.0",  # edgekit build --save-config writes the TOML --config reads
         ],
         # pin torch where this project installs it (README, .ci/run): torch==2.13.0
         "torch": ["torch>=2.4", "onnxscript>=0.1", "torch-pruning>=1.4"],

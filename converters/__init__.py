@@ -69,13 +69,33 @@ def stages_for(config: BuildConfig) -> list[str]:
     return list(plan_for(config).names)
 
 
+def _make_output_folder(folder: Path, say: Callable[[str], None]) -> Path | None:
+    """``-o new/dir/m.edgekit`` creates ``new/dir`` (as ``mkdir -p``), and says so; the folder
+    is returned so that a failed build can remove it again."""
+    if folder.is_dir():
+        return None
+    if folder.exists():
+        raise UserError(f"output folder {str(folder)!r} is a file, not a folder")
+    top = folder
+    while not top.parent.exists():
+        top = top.parent
+    try:
+        folder.mkdir(parents=True)
+    except OSError as exc:
+        raise UserError(f"cannot create the output folder {str(folder)!r}: {exc}") from exc
+    say(f"created the output folder {folder}")
+    return top
+
+
 def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
-          calib: str | None = None, output: str | Path | None = None,
+          calib: Any = None, output: str | Path | None = None,
           report: Callable[[str], None] | None = None, **options: Any) -> BuildResult:
     """Build an int8 artifact of ``source`` for ``target``. Options are ``BuildConfig`` fields.
 
     ``example_inputs`` (a tensor or tuple of tensors) traces a PyTorch module:
     ``build(module, torch.randn(1, 3, 224, 224), target="rpi4", calib="images/")``.
+    ``calib`` (and ``val``) take a path, ``"synthetic"``, a numpy array ``[N, *input]`` for a
+    one-input model, or a dict of arrays by input name (labels as ``"y"``).
     """
     if isinstance(example_inputs, str):  # build("m.onnx", "rpi4"): the old positional target
         if target is not None:
@@ -91,9 +111,8 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
     from .stages.package import default_output
 
     out = Path(config.output) if config.output else default_output(source, profile.name)
-    if not out.parent.is_dir():
-        raise UserError(f"output folder {str(out.parent)!r} does not exist "
-                        f"(expected an existing folder for {out.name!r})")
+    say = report or (lambda _m: None)
+    created = _make_output_folder(out.parent, say)
     if config.formats:
         from .context import FORMATS
 
@@ -107,7 +126,7 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
     remove_stale_beside(out)  # temp files of an interrupted build into the same path
     workdir = new_workdir()
     ctx = BuildContext(config=config, profile=profile, workdir=workdir,
-                       report=report or (lambda _m: None), output_path=out)
+                       report=say, output_path=out)
     start = time.perf_counter()
     try:
         stages = plan_for(config)
@@ -124,6 +143,10 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
                 Pipeline(stages.after("validate")).run(ctx)
             else:
                 Pipeline(stages.names).run(ctx)
+    except BaseException:
+        if created is not None and not any(p.is_file() for p in created.rglob("*")):
+            shutil.rmtree(created, ignore_errors=True)  # a failed build leaves no new folder
+        raise
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     from edgekit.artifact import read_artifact

@@ -34,8 +34,9 @@ class BuildConfig:
     source: Any  # path to .onnx / .pt / .pt2 / "module:callable" / "file.py:Name", or an nn.Module
     target: str = "rpi4"
     output: str | None = None
-    calib: str | None = None  # folder of images, .npy, .npz, or "synthetic"
-    val: str | None = None  # held-out data in the same forms; default: a split of calib
+    # folder of images, .npy, .npz, "synthetic", or (Python API) a numpy array / dict of arrays
+    calib: Any = None
+    val: Any = None  # held-out data in the same forms; default: a split of calib
     method: str = "minmax"  # one of CALIBRATION_METHODS, or "auto" to try each and keep the best
     calib_samples: int = 256  # at most this many calibration samples (the rest validate)
     val_samples: int = 1000

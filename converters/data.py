@@ -13,7 +13,13 @@ from typing import Any
 import numpy as np
 
 from edgekit.errors import CalibrationError
-from edgekit.preprocess import check_spec, default_spec, list_images, preprocess_image
+from edgekit.preprocess import (
+    check_channels,
+    check_spec,
+    default_spec,
+    list_images,
+    preprocess_image,
+)
 
 from .context import Dataset
 
@@ -56,6 +62,7 @@ def image_spec(inputs: list[dict[str, Any]], overrides: dict[str, Any]) -> dict[
     spec = default_spec(tuple(shape), layout)
     spec.update({k: v for k, v in overrides.items() if v is not None})
     spec = check_spec(spec)
+    check_channels(spec, shape)
     want = [d for d in inputs[0]["shape"][2:4]] if spec["layout"] == "NCHW" else inputs[0]["shape"][1:3]
     if all(isinstance(d, int) for d in want) and list(spec["size"]) != list(want):
         raise CalibrationError(
@@ -65,9 +72,30 @@ def image_spec(inputs: list[dict[str, Any]], overrides: dict[str, Any]) -> dict[
     return spec
 
 
-def load_dataset(source: str, inputs: list[dict[str, Any]], preprocess: dict[str, Any],
+def describe_source(source: Any) -> str:
+    """How a data source reads in messages and the manifest: a path, or an array's shape."""
+    if isinstance(source, np.ndarray):
+        return f"array {list(source.shape)} {source.dtype}"
+    if isinstance(source, dict):
+        return "arrays {" + ", ".join(f"{k}: {list(np.shape(v))}" for k, v in source.items()) + "}"
+    return str(source)
+
+
+def has_data(source: Any) -> bool:
+    """A source was given (an array's truth value is ambiguous, so ``not calib`` cannot say)."""
+    return source is not None and not (isinstance(source, str) and not source)
+
+
+def load_dataset(source: Any, inputs: list[dict[str, Any]], preprocess: dict[str, Any],
                  progress: bool = True, limit: int | None = None, seed: int = 0) -> tuple[Dataset, dict[str, Any] | None]:
-    """Read a data source for the model's inputs. Returns the dataset and, for images, the spec."""
+    """Read a data source for the model's inputs. Returns the dataset and, for images, the spec.
+
+    ``source`` is a path (folder, .npy, .npz), ``"synthetic"``, or in-memory data from the
+    Python API: a numpy array (one-input models) or a dict of arrays by input name (labels
+    as ``"y"``)."""
+    if isinstance(source, np.ndarray) or (isinstance(source, dict)):
+        return _in_memory(source, inputs, limit), None
+    source = os.fspath(source)
     if source == SYNTHETIC:
         # a few dozen samples exercise the ranges; more would only cost memory (224x224x3 floats)
         return synthetic(inputs, min(limit or SYNTHETIC_SAMPLES, SYNTHETIC_SAMPLES), seed), None
@@ -94,13 +122,21 @@ def load_dataset(source: str, inputs: list[dict[str, Any]], preprocess: dict[str
     )
 
 
-def _npz(source: str, inputs: list[dict[str, Any]]) -> Dataset:
-    try:
-        with np.load(source, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except (OSError, ValueError) as exc:
-        raise CalibrationError(f"{source}: not a readable .npz file: {exc}") from exc
+def _in_memory(source: np.ndarray | dict[str, Any], inputs: list[dict[str, Any]],
+               limit: int | None) -> Dataset:
+    what = describe_source(source)
+    if isinstance(source, np.ndarray):
+        if len(inputs) != 1:
+            raise CalibrationError(f"calib={what}: one array for a model with {len(inputs)} "
+                                   f"inputs; pass a dict of arrays named {[i['name'] for i in inputs]}")
+        return _checked(Dataset({inputs[0]["name"]: source}, None, f"calib={what}"), inputs)
+    arrays = {k: np.asarray(v) for k, v in source.items()}
     labels = next((arrays.pop(k) for k in LABEL_KEYS if k in arrays), None)
+    return _checked(_named(arrays, labels, f"calib={what}", inputs), inputs)
+
+
+def _named(arrays: dict[str, Any], labels: Any, source: str,
+           inputs: list[dict[str, Any]]) -> Dataset:
     names = [i["name"] for i in inputs]
     if all(n in arrays for n in names):
         chosen = {n: arrays[n] for n in names}
@@ -115,7 +151,17 @@ def _npz(source: str, inputs: list[dict[str, Any]]) -> Dataset:
             + ("; an input the data lacks can be frozen with --const NAME=VALUE"
                if len(names) > 1 else "")
         )
-    return _checked(Dataset(chosen, labels, source), inputs)
+    return Dataset(chosen, labels, source)
+
+
+def _npz(source: str, inputs: list[dict[str, Any]]) -> Dataset:
+    try:
+        with np.load(source, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except (OSError, ValueError) as exc:
+        raise CalibrationError(f"{source}: not a readable .npz file: {exc}") from exc
+    labels = next((arrays.pop(k) for k in LABEL_KEYS if k in arrays), None)
+    return _checked(_named(arrays, labels, source, inputs), inputs)
 
 
 def sample_axis(spec: dict[str, Any]) -> int:
@@ -143,7 +189,8 @@ def _sample_first(array: np.ndarray, spec: dict[str, Any], source: str) -> np.nd
 def _checked(data: Dataset, inputs: list[dict[str, Any]]) -> Dataset:
     """Each array must be [N, *input shape without batch]; batch-less arrays gain N=1."""
     for spec in inputs:
-        array = data.arrays[spec["name"]]
+        array = np.asarray(data.arrays[spec["name"]])
+        given = list(array.shape)  # messages describe the user's array, not our reshaped one
         shape = list(spec["shape"])
         if sample_axis(spec):
             array = _sample_first(array, spec, data.source)
@@ -151,20 +198,32 @@ def _checked(data: Dataset, inputs: list[dict[str, Any]]) -> Dataset:
         elif array.ndim == len(shape) + 1 and array.shape[1] == 1:
             array = array[:, 0]  # a stack of batch-1 inputs [N, 1, ...]
             shape.insert(0, shape.pop(sample_axis(spec)))
+        expected = f"[N, {', '.join(str(d) for d in shape[1:])}]"
         if array.ndim == len(shape) - 1:
-            array = array[None]
+            if _fits(array.shape, shape[1:]):
+                array = array[None]  # one sample without its batch axis
+            else:
+                hint = (f"; if these are {given[0]} samples without the channel axis, add it "
+                        f"(x[:, None] -> {[given[0], 1, *given[1:]]})"
+                        if shape[1] == 1 and _fits(array.shape[1:], shape[2:]) else "")
+                raise CalibrationError(
+                    f"{data.source}: array for input {spec['name']!r} has shape {given} "
+                    f"({array.ndim}-D); expected {expected} for the model input {shape}, or "
+                    f"{list(shape[1:])} for a single sample{hint}"
+                )
         if array.ndim != len(shape):
             raise CalibrationError(
-                f"{data.source}: array for input {spec['name']!r} has shape {list(array.shape)}; "
-                f"expected [N, {', '.join(str(d) for d in shape[1:])}] for the model input {shape}"
+                f"{data.source}: array for input {spec['name']!r} has shape {given}; "
+                f"expected {expected} for the model input {shape}"
                 + ("" if len(shape) < 2 else f" (if the samples are on another axis, pass "
                    f"--batch-axis {spec['name']}=K)")
             )
         for axis, (want, got) in enumerate(zip(shape[1:], array.shape[1:], strict=True), start=1):
             if isinstance(want, int) and want != got:
                 raise CalibrationError(
-                    f"{data.source}: array for input {spec['name']!r} has shape {list(array.shape)}; "
-                    f"the model input is {shape} (axis {axis}: expected {want}, got {got})"
+                    f"{data.source}: array for input {spec['name']!r} has shape {given}; "
+                    f"expected {expected} for the model input {shape} "
+                    f"(axis {axis}: expected {want}, got {got})"
                 )
         if array.dtype.kind not in "fiub":
             raise CalibrationError(
@@ -184,6 +243,11 @@ def _checked(data: Dataset, inputs: list[dict[str, Any]]) -> Dataset:
     return data
 
 
+def _fits(dims: tuple[int, ...], want: list[Any]) -> bool:
+    return len(dims) == len(want) and all(not isinstance(w, int) or w == d
+                                          for w, d in zip(want, dims, strict=True))
+
+
 def _images(folder: str, name: str, spec: dict[str, Any], progress: bool, limit: int | None,
             seed: int) -> Dataset:
     files = list_images(folder)
@@ -200,8 +264,9 @@ def _images(folder: str, name: str, spec: dict[str, Any], progress: bool, limit:
     if progress:
         from tqdm import tqdm
 
-        iterator = tqdm(files, desc="reading images", unit="img", leave=False)
-    arrays = [preprocess_image(path, spec, strict_mode=True) for path, _ in iterator]
+        # disable=None: a bar only on a terminal, never in piped logs
+        iterator = tqdm(files, desc="reading images", unit="img", leave=False, disable=None)
+    arrays = [preprocess_image(path, spec) for path, _ in iterator]
     labels = None
     if classes and all(label is not None for _, label in files):
         labels = np.array([classes.index(label) for _, label in files], dtype=np.int64)

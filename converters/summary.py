@@ -9,6 +9,18 @@ def _mb(n: float) -> str:
     return f"{n / 1e6:.2f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
 
 
+def max_error_text(manifest: dict[str, Any]) -> str:
+    """The largest int8-vs-float output difference with its unit: the output's own units, and
+    as int8 quantization steps when there is one quantized output (a step is its scale)."""
+    err = float((manifest.get("validation") or {}).get("max_abs_error", 0.0))
+    text = f"max|err| {err:.4g} (output units"
+    outputs = manifest.get("outputs") or []
+    scale = (outputs[0].get("quantization") or {}).get("scale") if len(outputs) == 1 else None
+    if scale:
+        text += f" = {err / scale:.1f} int8 steps of {scale:.3g}"
+    return text + ")"
+
+
 def summary_lines(result: Any) -> list[str]:
     m = result.manifest
     sizes = m.get("sizes", {})
@@ -16,14 +28,16 @@ def summary_lines(result: Any) -> list[str]:
     val = m.get("validation", {})
     lines = [
         f"built {result.path} for {m['target']['name']} in {result.seconds:.1f} s",
-        f"  size: source {_mb(source)} -> artifact {_mb(result.artifact_bytes)}"
-        + (f" ({source / result.artifact_bytes:.1f}x smaller)" if result.artifact_bytes else ""),
-        "  models: " + ", ".join(f"{e['format']} {_mb(e['bytes'])}" for e in m["models"]),
+        f"  size: source {_mb(source)} -> artifact {_mb(result.artifact_bytes)} on disk "
+        "(a zip: compressed)"
+        + (f", {source / result.artifact_bytes:.1f}x smaller" if result.artifact_bytes else ""),
+        "  models (uncompressed, as loaded on the device): "
+        + ", ".join(f"{e['format']} {_mb(e['bytes'])}" for e in m["models"]),
         f"  calibration: {m['quantization'].get('method')} "
         f"(activations {m['quantization'].get('activation_type')}, weights int8 per-channel)",
     ]
     if val:
-        parts = [f"cosine {val.get('cosine', 0):.5f}", f"max|err| {val.get('max_abs_error', 0):.4g}"]
+        parts = [f"cosine {val.get('cosine', 0):.5f}", max_error_text(m)]
         if "top1_agreement" in val:
             parts.append(f"top-1 agreement {val['top1_agreement']:.2%}")
         if "accuracy_int8" in val:

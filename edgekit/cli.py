@@ -1,4 +1,8 @@
-"""The ``edgekit`` command. Exit codes: 0 ok, 1 internal error, 2 user error, 3 budget not met.
+"""The ``edgekit`` command.
+
+Exit codes: 0 ok; 1 a check failed (``verify``: test vectors not reproduced) or an internal
+error; 2 user error (bad arguments or input; click's usage errors keep their own code 2);
+3 budget not met; 130 interrupted. ``edgekit`` alone prints this help and exits 0.
 
 Commands load lazily from the static tables in ``edgekit.commands``: device commands always,
 host commands (build, estimate, calibrate-host, emulate) only where the host tools are
@@ -50,10 +54,16 @@ class LazyGroup(click.Group):
         return None
 
 
-@click.group(cls=LazyGroup)
+@click.group(cls=LazyGroup, invoke_without_command=True, no_args_is_help=False)
 @click.version_option(__version__, prog_name="edgekit")
-def cli() -> None:
-    """Int8 models sized to small boards, and a runtime that adapts to heat and power."""
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """Int8 models sized to small boards, and a runtime that adapts to heat and power.
+
+    Exit codes: 0 ok, 1 a check failed (verify) or internal error, 2 user error,
+    3 budget not met, 130 interrupted."""
+    if ctx.invoked_subcommand is None:  # `edgekit` alone: help, not a usage error
+        click.echo(ctx.get_help())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except click.ClickException as exc:
         exc.show()
-        return 2
+        return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except BudgetError as exc:

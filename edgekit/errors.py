@@ -6,6 +6,7 @@
   target, wrong array shape). The CLI prints the message and exits with 2.
 * ``BudgetError``: the build worked but no candidate fits the target's budgets.
   The CLI exits with 3.
+* ``VerificationError`` (a ``UserError``): a check that ran and failed; exits 1.
 * ``InternalError``: a bug in edgekit or a dependency misbehaving. The CLI exits 1.
 
 Every message names what was expected and what came, so that a user can act on it.
@@ -82,7 +83,10 @@ class QueueFullError(UserError):
 
 
 class VerificationError(UserError):
-    """Bundled test vectors did not reproduce within tolerance."""
+    """Bundled test vectors did not reproduce within tolerance: a failed check, not a usage
+    mistake, so exit 1 (as a failed test run does), not click's usage-error code 2."""
+
+    exit_code = 1
 
 
 class BudgetError(EdgekitError):

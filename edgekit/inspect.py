@@ -15,6 +15,27 @@ def _size(n: int) -> str:
     return f"{n / 1e6:.2f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
 
 
+def artifact_labels(m: dict[str, Any]) -> list[str] | None:
+    """Class names: the first output's ``labels``, or the build's (one subfolder per class)."""
+    outputs = m.get("outputs") or [{}]
+    labels = outputs[0].get("labels") or m.get("labels")
+    return [str(label) for label in labels] if isinstance(labels, list) and labels else None
+
+
+def unverified_manifest(path: str) -> dict[str, Any] | None:
+    """The manifest of an artifact that failed its checks, read without them (forensics:
+    ``edgekit inspect`` shows what a tampered file claims); None if there is none to read."""
+    import json
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            manifest = json.loads(archive.read("manifest.json"))
+    except Exception:  # anything unreadable: there is nothing to show
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
 def manifest_table(m: dict[str, Any]) -> str:
     """The table; the runtime's fields are checked by the typed manifest, the host reports
     shown here (validation, estimate, sizes) are not, so a malformed one is a typed error."""
@@ -67,6 +88,11 @@ def _table(m: dict[str, Any]) -> str:
         if qn:
             desc += f"; int8 step {qn.get('scale'):.6g}"
         lines += _kv([(o["name"], desc)])
+    labels = artifact_labels(m)
+    if labels:
+        shown = ", ".join(f"{i}={name}" for i, name in enumerate(labels[:20]))
+        lines += _kv([("labels", f"{len(labels)} classes: {shown}"
+                       + (f" and {len(labels) - 20} more" if len(labels) > 20 else ""))])
     lines.append("quantization")
     floats = q.get("float_nodes") or []
     lines += _kv([

@@ -241,19 +241,33 @@ class Model:
         return batcher.submit(x)
 
     def stats(self) -> dict[str, Any]:
-        """Latency percentiles, throughput, batch sizes, threads, power state, energy."""
+        """Latency percentiles, throughput, batch sizes, threads, power state, energy.
+
+        Counters (``edgekit.stats.COUNTERS``): ``executions``/``samples`` in the recent
+        window the percentiles describe, ``total_executions``/``total_samples`` since load,
+        ``timed_executions`` the runs whose latency was measured."""
         return model_stats(StatsParts(
             runtime=self.runtime, policy=self.policy, threads=self.threads,
             recorder=self.session.recorder, profile=self.spec.target.profile,
             power_root=self.options.power_root, thresholds=thresholds_for(self.spec),
-            monitor=self._monitor, batcher=self._batcher, tuner=self._tuner))
+            monitor=self._monitor, batcher=self._batcher, tuner=self._tuner,
+            pending=self._skip))
 
-    def predict_image(self, image: Any) -> np.ndarray | dict[str, np.ndarray]:
-        """Preprocess an image (path or PIL image) as the manifest says, then predict."""
-        from edgekit.preprocess import default_spec, preprocess_image
+    def predict_image(self, image: Any, *, resize: str | None = None,
+                      color: str | None = None) -> np.ndarray | dict[str, np.ndarray]:
+        """Preprocess an image (path or PIL image) as the manifest says, then predict.
 
-        spec = self.spec.inputs[0].preprocess or default_spec(
-            self.inputs[0].shape, self.inputs[0].layout or "NCHW")
+        ``resize`` ("none", "stretch", "center-crop") and ``color`` ("gray", "rgb", "bgr":
+        what the image is converted to) override the manifest's preprocessing, e.g.
+        ``resize="center-crop"`` for photos of another size than the model's input."""
+        from edgekit.preprocess import check_channels, default_spec, preprocess_image
+
+        spec = dict(self.spec.inputs[0].preprocess or default_spec(
+            self.inputs[0].shape, self.inputs[0].layout or "NCHW"))
+        for key, value in (("resize", resize), ("color", color)):
+            if value is not None:
+                spec[key] = value
+        check_channels(spec, self.inputs[0].shape)
         return self.predict(preprocess_image(image, spec))
 
     def predict_pixels(self, frame: np.ndarray) -> np.ndarray | dict[str, np.ndarray]:

@@ -7,7 +7,7 @@ Spec keys (all recorded in the manifest)::
 
     size    [height, width]         the model's spatial input size
     resize  "none" | "stretch" | "center-crop"
-    color   "gray" | "rgb" | "bgr"
+    color   "gray" | "rgb" | "bgr"   what every image is converted TO (any photo mode is)
     layout  "NCHW" | "NHWC"
     scale   multiply raw 0..255 pixels first (default 1/255)
     mean    per-channel mean subtracted after scaling (list, one value or one per channel)
@@ -55,6 +55,20 @@ def default_spec(shape: tuple[Any, ...], layout: str = "NCHW") -> dict[str, Any]
     }
 
 
+def check_channels(spec: dict[str, Any], shape: tuple[Any, ...] | list[Any]) -> None:
+    """``color`` must give as many channels as the model input has (gray 1, rgb/bgr 3)."""
+    if len(shape) != 4:
+        return
+    channels = shape[1] if spec.get("layout", "NCHW") == "NCHW" else shape[3]
+    gives = 1 if spec.get("color") == "gray" else 3
+    if isinstance(channels, int) and channels in (1, 3) and channels != gives:
+        raise UserError(
+            f"color {spec.get('color')!r} converts images to {gives} channel(s), but the model "
+            f"input {list(shape)} takes {channels}; use --color "
+            f"{'gray' if channels == 1 else 'rgb or bgr'} (photos of any colour are converted)"
+        )
+
+
 def check_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """Validate a spec; return it with defaults filled."""
     spec = {"resize": "none", "color": "rgb", "layout": "NCHW", "scale": 1.0 / 255.0,
@@ -79,11 +93,12 @@ def check_spec(spec: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def preprocess_image(image: Any, spec: dict[str, Any], strict_mode: bool = False) -> np.ndarray:
+def preprocess_image(image: Any, spec: dict[str, Any]) -> np.ndarray:
     """One image (path or PIL image) -> float32 array [1, C, H, W] or [1, H, W, C].
 
-    ``strict_mode``: refuse an image whose colour mode does not match the spec's
-    colour (used for calibration folders, where a silent conversion hides a mix-up).
+    The spec's ``color`` is what the image is converted TO: an RGB photo for a gray model
+    becomes gray (luma), a gray one for an RGB model is repeated over three channels, as the
+    device service does with camera frames.
     """
     try:
         from PIL import Image, UnidentifiedImageError
@@ -104,14 +119,6 @@ def preprocess_image(image: Any, spec: dict[str, Any], strict_mode: bool = False
             f"{name}: image mode {image.mode!r} (e.g. 16-bit or float) is not an 8-bit image; "
             f"expected {'L (gray)' if want_gray else 'RGB'}"
         )
-    if strict_mode:
-        is_gray = image.mode in ("L", "LA", "1")
-        if is_gray != want_gray:
-            raise CalibrationError(
-                f"{name}: image mode is {image.mode} ({'gray' if is_gray else 'colour'}) but the "
-                f"model input expects {spec['color']}; convert the images or pass "
-                f"--color {'rgb' if not is_gray else 'gray'} if that is intended"
-            )
     image = image.convert("L" if want_gray else "RGB")
     image = _resize(image, (height, width), spec["resize"], name)
     return normalize(np.asarray(image), spec)
@@ -144,7 +151,8 @@ def _resize(image: Any, size: tuple[int, int], mode: str, name: Any) -> Any:
     if mode == "none":
         raise CalibrationError(
             f"{name}: image is {image.size[0]}x{image.size[1]} (WxH), the model input is "
-            f"{width}x{height}; resize the images or pass --resize stretch|center-crop"
+            f"{width}x{height}; resize the images or pass --resize stretch|center-crop "
+            "(Python: predict_image(..., resize='center-crop'))"
         )
     if mode == "stretch":
         return image.resize((width, height), Image.BILINEAR)

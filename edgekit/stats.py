@@ -8,6 +8,17 @@ such an entry carries the weight of the calls it stands for.
 Energy uses the target profile's power model (``edgekit.targets.PowerModel``, the one the
 estimator uses too; the board is not metered): energy of one execution = watts(threads) *
 its wall time.
+
+The counters of ``Model.stats()`` (``COUNTERS`` below says the same, for tools):
+
+* ``executions``: backend runs (one per ``predict`` call, per batch the batcher runs, per
+  tuner probe run) in the recent window, the last ``Recorder.size`` recorded entries that the
+  percentiles, throughput and energy describe. Exact: an entry standing for fast calls not
+  yet made is not counted ahead of them.
+* ``samples``: input rows in those runs (a batch of 4 is 4 samples).
+* ``total_executions`` / ``total_samples``: the same since the model was loaded.
+* ``timed_executions``: runs whose latency was measured (fast calls: one in
+  ``SAMPLE_STRIDE``); the latency percentiles come from these.
 """
 
 from __future__ import annotations
@@ -29,6 +40,14 @@ __all__ = ["PowerModel", "Recorder", "StatsParts", "model_stats", "summarize"]
 
 SAMPLE_BELOW_S = 200e-6
 SAMPLE_STRIDE = 16
+
+COUNTERS = {
+    "executions": "backend runs (predict calls, batches, tuner probes) in the recent window",
+    "samples": "input rows in the recent window's runs",
+    "total_executions": "backend runs since the model was loaded",
+    "total_samples": "input rows since the model was loaded",
+    "timed_executions": "runs whose latency was measured (fast calls: 1 in SAMPLE_STRIDE)",
+}
 
 
 def usable_cpus() -> int:
@@ -102,7 +121,8 @@ class Recorder:
     see a slot being overwritten under heavy concurrency; these are statistics, not ledgers.
     """
 
-    __slots__ = ("size", "n", "total_rows", "started", "_ring", "_mask", "_ticket")
+    __slots__ = ("size", "n", "total_rows", "total_weight", "started", "_ring", "_mask",
+                 "_ticket")
 
     def __init__(self, size: int = 4096) -> None:
         if size & (size - 1):
@@ -113,6 +133,7 @@ class Recorder:
         self._ticket = itertools.count()
         self.n = 0  # executions recorded so far; execution i lives in slot i % size
         self.total_rows = 0  # may undercount under concurrent callers (unlocked +=)
+        self.total_weight = 0  # executions the entries stand for (same caveat)
         self.started = time.perf_counter()
 
     def add(self, t0: float, t1: float, rows: int, threads: int, weight: int = 1) -> None:
@@ -121,6 +142,7 @@ class Recorder:
         self._ring[i & self._mask] = (t1, t1 - t0, rows, threads, weight)
         self.n = i + 1
         self.total_rows += rows * weight
+        self.total_weight += weight
 
     def window(self, since: int = 0) -> dict[str, np.ndarray]:
         """Entries with index >= ``since`` still in the ring, oldest first."""
@@ -238,6 +260,8 @@ class StatsParts:
     monitor: PowerMonitor | None = None
     batcher: Reports | None = None
     tuner: Reports | None = None
+    # calls the latest sampled entry already counts but that have not happened yet
+    pending: int = 0
 
 
 def model_stats(parts: StatsParts) -> dict[str, Any]:
@@ -248,8 +272,13 @@ def model_stats(parts: StatsParts) -> dict[str, Any]:
     out: dict[str, Any] = {"runtime": parts.runtime, "policy": parts.policy,
                            "threads": parts.threads or default_threads}
     out.update(summarize(recorder.window(), power, default_threads))
-    out["total_executions"] = recorder.n
-    out["total_samples"] = recorder.total_rows
+    pending = max(0, parts.pending)
+    # the latest entry's weight counts calls not yet made: take them off (see COUNTERS)
+    out["executions"] = max(0, out["executions"] - pending)
+    out["samples"] = max(0, out["samples"] - pending)
+    out["total_executions"] = max(0, recorder.total_weight - pending)
+    out["total_samples"] = max(0, recorder.total_rows - pending)
+    out["timed_executions"] = recorder.n
     reading = (parts.monitor.reading if parts.monitor is not None
                else read_power(parts.power_root, parts.thresholds))
     out["power"] = {k: v for k, v in reading.as_dict().items()

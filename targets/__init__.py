@@ -61,7 +61,7 @@ def load_profile(name_or_path: str | os.PathLike[str]) -> Profile:
     text = str(name_or_path)
     path = Path(text)
     if not (text.endswith(".toml") and path.is_file()):
-        path = PROFILE_DIR / f"{text}.toml"
+        path = PROFILE_DIR / f"{text.lower()}.toml"  # --target RPI4 means rpi4
         if not path.is_file():
             raise TargetError(
                 f"unknown target {text!r}; allowed: {', '.join(list_profiles())} "

@@ -2,28 +2,30 @@
 # Set up everything the test suite needs on a fresh Debian/Python 3.11 machine, then run it.
 #   bash tools/test.sh [pytest args]
 # Installs: qemu-user-static (apt), torch==2.13.0 (CPU build; never unpinned), this project
-# editable with its build/test/litert extras. The QEMU sysroot is built by the tests (cached).
+# editable with its build/test/litert extras, all into .venv (tools/venv.sh: Debian 12's
+# system Python refuses pip). The QEMU sysroot is built by the tests (cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. tools/venv.sh
 
 if ! command -v qemu-aarch64-static >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq qemu-user-static >/dev/null
+  edgekit_as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive edgekit_as_root apt-get install -y -qq qemu-user-static >/dev/null
 fi
+edgekit_venv
 
-python3 -m pip install -q --disable-pip-version-check "torch==2.13.0"
-python3 -m pip install -q --disable-pip-version-check -e ".[build,torch,litert,test]"
+python -m pip install -q --disable-pip-version-check "torch==2.13.0"
+python -m pip install -q --disable-pip-version-check -e ".[build,torch,litert,test]"
 # A real trained MNIST CNN for the PyTorch tests. --no-deps: the wheel declares torchvision,
 # which would pull another torch over the pinned CPU build; its model.py needs only torch.
-python3 -m pip install -q --disable-pip-version-check --no-deps digit-recognizer-py
+python -m pip install -q --disable-pip-version-check --no-deps digit-recognizer-py
 # MTCNN's trained PNet weights for tools/zoo (mtcnn_pnet); same --no-deps reason (torchvision).
 # tools/zoo reads the weights file without importing the package, which imports torchvision.
-python3 -m pip install -q --disable-pip-version-check --no-deps facenet-pytorch
+python -m pip install -q --disable-pip-version-check --no-deps facenet-pytorch
 
 ruff check .
 set +e
-python3 -m pytest "$@"
+python -m pytest "$@"
 status=$?
 set -e
 if [ "$status" = 5 ]; then

@@ -41,15 +41,32 @@ def load_model(source: Any) -> Any:
         artifact = read_artifact(path)
         entries = [m for m in artifact.manifest.get("models", []) if m.get("format") == "onnx"]
         if not entries:
-            formats = [m.get("format") for m in artifact.manifest.get("models", [])]
-            raise UnsupportedModelError(
-                f"{path}: the estimator reads the artifact's ONNX model; it holds {formats}"
-            )
+            raise UnsupportedModelError(_no_onnx_hint(path, artifact.manifest))
         return onnx.load_model(io.BytesIO(artifact.read(entries[0]["path"])))
     try:
         return onnx.load(str(path))
     except (DecodeError, ValueError, RuntimeError, OSError) as exc:
         raise ModelFormatError(f"{path}: not a readable ONNX model: {exc}") from exc
+
+
+def _no_onnx_hint(path: Path, manifest: dict[str, Any]) -> str:
+    """What to do with an artifact that holds no ONNX model (a default rpi build: tflite
+    only): the estimator reads ONNX graphs, so name the source and the other ways."""
+    formats = [m.get("format") for m in manifest.get("models", [])]
+    source = manifest.get("source") or {}
+    name = source.get("name") or "the source model"
+    sha = str(source.get("sha256", ""))[:12]
+    target = (manifest.get("target") or {}).get("name", "<board>")
+    built = (manifest.get("estimate") or {}).get("variants", {}).get("int8")
+    lines = [f"{path}: holds only {'/'.join(map(str, formats))} model(s) and the estimator reads "
+             f"ONNX graphs. Estimate the source model this artifact was built from instead: "
+             f"`edgekit estimate --target {target} {name}`"
+             + (f" (sha256 {sha}...)" if sha else "")
+             + ", or rebuild with `--format both` to keep the ONNX model in the artifact"]
+    if built:
+        lines.append(f"; the build's own estimate for {manifest['estimate'].get('target')} is "
+                     f"shown by `edgekit inspect {path}`")
+    return "".join(lines)
 
 
 def _fix_dims(model: Any, batch: int) -> Any:

@@ -14,6 +14,7 @@ Forms (``BuildConfig.source``):
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import inspect
@@ -171,9 +172,14 @@ def _attribute(module: Any, attr: str, text: str) -> Any:
     found = sorted(n for n, v in vars(module).items() if not n.startswith("_") and (
         (inspect.isclass(v) and issubclass(v, torch.nn.Module) and v.__module__ == module.__name__)
         or (inspect.isfunction(v) and v.__module__ == module.__name__)))
+    # a file's module has an internal unique name (see _import_file): show the file instead
+    where = (os.path.basename(module.__file__) if module.__name__.startswith("edgekit_user_")
+             and getattr(module, "__file__", None) else module.__name__)
+    close = difflib.get_close_matches(attr, found, n=1)
     raise ExportError(
-        f"{text!r}: {module.__name__!r} has no attribute {attr!r}; it defines "
-        f"{', '.join(found) if found else 'no nn.Module classes or functions'}"
+        f"{text!r}: {where} has no class or function {attr!r}"
+        + (f" (did you mean {close[0]!r}?)" if close else "")
+        + f"; available: {', '.join(found) if found else 'no nn.Module classes or functions'}"
     )
 
 

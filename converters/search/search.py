@@ -100,6 +100,7 @@ class Search:
         self.reference: list[np.ndarray] = []
         self.task: BuildMetric | None = None
         self.stopped_early = False
+        self.skipped_ratios: list[float] = []  # prune ratios that could not help (sparsity)
         self.started = time.perf_counter()
         self.cache = PrefixCache(plan, ctx)
 
@@ -135,10 +136,29 @@ class Search:
         self.base.report(f"  search over prune {self.ratios} x {self.methods} x float fallback; "
                          f"budgets: " + ", ".join(f"{k} {v:g}" for k, v in
                                                    self.budgets.limits.items()))
-        for ratio in self.ratios:
+        sparsity_only = data.torch_export is None or data.torch_export.source.kind != "module"
+        for i, ratio in enumerate(self.ratios):
             if self._ratio(ratio) or self.stopped_early:
                 break
+            rest = self.ratios[i + 1:]
+            missed = self._missed_at(ratio)
+            if rest and sparsity_only and missed and "storage_mb" not in missed:
+                # magnitude sparsity zeroes weights, the dense kernels still run them all
+                self.base.report(
+                    f"  skipping prune ratios {[float(r) for r in rest]}: pruning this source "
+                    f"only zeroes weights (sparsity), which saves storage, not latency, RAM "
+                    f"or power; the missed budget(s) {', '.join(sorted(missed))} cannot be "
+                    "met by pruning")
+                self.skipped_ratios = rest
+                break
         self.finish()
+
+    def _missed_at(self, ratio: float) -> set[str]:
+        """The budgets the best candidate at ``ratio`` misses (empty when one fits)."""
+        tried = [c for c in self.candidates if c.ratio == ratio]
+        if not tried or any(c.verdict.fits for c in tried):
+            return set()
+        return {check.budget for check in min(tried, key=Candidate.rank_key).verdict.missed}
 
     def _precheck(self, path: Path, ratio: float, started: float) -> bool:
         figures = self.estimate(path)
@@ -262,7 +282,10 @@ class Search:
         raise BudgetError(
             f"no build of {self.cache.run('data').source_info.get('name', 'the model')} fits the "
             f"{self.base.profile.name} budgets: {len(self.candidates)} candidate(s) tried "
-            "(table below); relax a budget (--max-*) or pick a larger target",
+            "(table below)"
+            + (f"; prune ratios {[float(r) for r in self.skipped_ratios]} were skipped: "
+               "sparsity saves storage only" if self.skipped_ratios else "")
+            + "; relax a budget (--max-*) or pick a larger target",
             table(ranked, self.budgets, self.checked, None))
 
     def _package(self, cand: Candidate, ranked: list[Candidate]) -> bool:

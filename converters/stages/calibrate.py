@@ -98,7 +98,8 @@ class Calibrate(Stage):
                     calibrate_method=enum, extra_options=extra,
                 )
             bar = tqdm(total=len(data), desc=f"calibrating ({method})", unit="sample",
-                       disable=ctx.config.quiet, leave=False)
+                       # None: tqdm draws only on a terminal, so piped logs keep no bar lines
+                       disable=True if ctx.config.quiet else None, leave=False)
             for start in range(0, len(data), CHUNK_SAMPLES):
                 stop = min(start + CHUNK_SAMPLES, len(data))
                 with contextlib.redirect_stdout(io.StringIO()):

@@ -9,7 +9,7 @@ import numpy as np
 from edgekit.errors import CalibrationError, UserError
 
 from ..context import BuildContext
-from ..data import SYNTHETIC, load_dataset
+from ..data import describe_source, has_data, load_dataset
 from ..input_checks import check_calibration_size, check_value_range
 from ..pipeline import Stage
 
@@ -21,9 +21,10 @@ class LoadData(Stage):
 
     def params(self, ctx: BuildContext) -> dict[str, Any]:
         params: dict[str, Any] = {
-            "calib": str(ctx.config.calib),
+            "calib": describe_source(ctx.config.calib),
             "calib_samples": len(ctx.calib) if ctx.calib else 0,
-            "val": str(ctx.config.val) if ctx.config.val else "split of calib",
+            "val": describe_source(ctx.config.val) if has_data(ctx.config.val)
+            else "split of calib",
             "val_samples": len(ctx.val) if ctx.val else 0,
             "labels": bool(ctx.val is not None and ctx.val.labels is not None),
         }
@@ -33,7 +34,7 @@ class LoadData(Stage):
 
     def run(self, ctx: BuildContext) -> None:
         config = ctx.config
-        if not config.calib:
+        if not has_data(config.calib):
             raise CalibrationError(
                 "a static int8 build needs calibration data; pass --calib with a folder of "
                 "images, a .npz (arrays named by input, labels as 'y') or a .npy, or "
@@ -47,7 +48,7 @@ class LoadData(Stage):
         for spec in ctx.inputs:
             if spec["name"] in config.batch_axes:
                 spec["batch_axis"] = int(config.batch_axes[spec["name"]])
-        limit = config.calib_samples + (0 if config.val else config.val_samples)
+        limit = config.calib_samples + (0 if has_data(config.val) else config.val_samples)
         fed = [i for i in ctx.inputs if i["name"] not in config.consts]  # --const: not data
         if ctx.source_info.get("format") == "onnx" and config.input_shape is not None:
             from ..io_spec import named_shapes  # --input-shape sizes what the data is read as
@@ -55,7 +56,7 @@ class LoadData(Stage):
             asked = named_shapes(config.input_shape, ctx.inputs)
             fed = [dict(i, shape=list(asked[i["name"]])) if i["name"] in asked else i
                    for i in fed]
-        calib, spec = load_dataset(str(config.calib), fed, config.preprocess,
+        calib, spec = load_dataset(config.calib, fed, config.preprocess,
                                    progress=not config.quiet, limit=limit, seed=config.seed)
         if spec is None:  # arrays, not images: nothing scaled them (input_checks.py)
             check_value_range(calib, ctx.inputs, config)
@@ -65,8 +66,8 @@ class LoadData(Stage):
             ctx.inputs[0]["layout"] = spec["layout"]
         if calib.synthetic:
             ctx.warn("calibrating on synthetic data: the int8 accuracy is unverified")
-        if config.val:
-            val, _ = load_dataset(str(config.val), fed, config.preprocess,
+        if has_data(config.val):
+            val, _ = load_dataset(config.val, fed, config.preprocess,
                                   progress=not config.quiet, limit=config.val_samples,
                                   seed=config.seed)
             ctx.calib = calib.take(slice(0, config.calib_samples))
@@ -80,7 +81,7 @@ class LoadData(Stage):
             ctx.extra_manifest["labels"] = calib.class_names
         ctx.report(f"  calibration: {len(ctx.calib)} samples, validation: {len(ctx.val)} samples "
                    f"({'labelled' if ctx.val.labels is not None else 'unlabelled'})"
-                   + (" [synthetic]" if config.calib == SYNTHETIC else ""))
+                   + (" [synthetic]" if calib.synthetic else ""))
 
 
 def split(data: Any, calib_samples: int, seed: int) -> tuple[Any, Any]:

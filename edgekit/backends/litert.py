@@ -20,6 +20,7 @@ import numpy as np
 from edgekit.backends.base import Backend, BackendOptions, TensorSpec
 from edgekit.backends.tflite_io import InputPlan, dequantize
 from edgekit.errors import ArtifactError, InputError
+from edgekit.native_log import quiet_native_info
 
 NHWC = (0, 2, 3, 1)
 
@@ -45,8 +46,9 @@ class _TFLiteBackend(Backend):
             kwargs["num_threads"] = int(options.threads)
         try:
             # the default op resolver applies the XNNPACK delegate to the ops it supports
-            self.interpreter = interpreter_cls(**kwargs)
-            self.interpreter.allocate_tensors()
+            with quiet_native_info():  # the runtime's XNNPACK INFO line, on every load
+                self.interpreter = interpreter_cls(**kwargs)
+                self.interpreter.allocate_tensors()
         except Exception as exc:  # the runtime raises ValueError/RuntimeError of its own
             raise ArtifactError(f"{self.name} could not load the .tflite model: {exc}") from exc
         self._lock = threading.Lock()  # one interpreter runs one invoke at a time

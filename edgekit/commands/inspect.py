@@ -11,13 +11,31 @@ import click
 @click.argument("artifact", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="The whole manifest as JSON.")
 def command(artifact: str, as_json: bool) -> None:
-    """Show an artifact's manifest as a readable table."""
+    """Show an artifact's manifest as a readable table.
+
+    A file whose members fail their hash check is shown anyway, marked HASH MISMATCH and
+    unverified, and the command exits 2 (as loading it would fail)."""
     from edgekit.artifact import read_artifact
-    from edgekit.inspect import manifest_table
+    from edgekit.errors import ArtifactError
+    from edgekit.inspect import manifest_table, unverified_manifest
     from edgekit.trust import discover_trusted_keys
     from edgekit.verify import describe_signature
 
-    loaded = read_artifact(artifact)  # shown even when not trusted here: inspect runs nothing
+    try:
+        loaded = read_artifact(artifact)  # shown even when not trusted here: inspect runs nothing
+    except ArtifactError as exc:
+        # A file that fails its hash check is still shown (forensics: what does it claim?),
+        # under a banner that cannot be missed, and the command still fails.
+        manifest = unverified_manifest(artifact) if "hash" in str(exc) else None
+        if manifest is None:
+            raise
+        banner = f"!!! HASH MISMATCH: {exc}\n!!! the manifest below is UNVERIFIED; do not deploy"
+        try:
+            text = json.dumps(manifest, indent=2) if as_json else manifest_table(manifest)
+        except (KeyError, TypeError, AttributeError, ValueError):
+            text = json.dumps(manifest, indent=2)  # a manifest too damaged for the table
+        click.echo(text if as_json else f"{banner}\n{text}")
+        raise
     if as_json:
         click.echo(json.dumps(loaded.manifest, indent=2))
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any
 
@@ -32,19 +33,26 @@ def top_k(scores: np.ndarray, k: int, labels: list[str] | None) -> list[dict[str
 
 @click.command(name="run")
 @click.argument("artifact", type=click.Path(dir_okay=False))
-@click.argument("images", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("images", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--top-k", "k", default=5, show_default=True, type=click.IntRange(1),
               help="Classes to print for a classifier.")
 @click.option("--threads", default="0", show_default=True,
               help="Thread count, 'auto', or 0 for the runtime default.")
 @click.option("--backend", help="Force a runtime (onnxruntime, litert, tflite-runtime).")
+@click.option("--resize", type=click.Choice(["none", "stretch", "center-crop"]),
+              help="How images of another size reach the model's (default: the manifest's).")
+@click.option("--color", type=click.Choice(["gray", "rgb", "bgr"]),
+              help="Colour images are converted to (default: the manifest's).")
 @click.option("--json", "as_json", is_flag=True, help="Results as JSON.")
 def command(artifact: str, images: tuple[str, ...], k: int, threads: str,
-            backend: str | None, as_json: bool) -> None:
-    """Run ARTIFACT on IMAGES, preprocessed as the manifest's input spec says (what the
-    model was calibrated on); print the top-k classes of a classifier."""
+            backend: str | None, resize: str | None, color: str | None, as_json: bool) -> None:
+    """Run ARTIFACT on IMAGES (files, or folders of them), preprocessed as the manifest's
+    input spec says (what the model was calibrated on); print the top-k classes of a
+    classifier."""
     import edgekit
     from edgekit.errors import UserError
+    from edgekit.inspect import artifact_labels
+    from edgekit.preprocess import list_images
 
     if threads != "auto" and not threads.isdigit():
         raise UserError(f"--threads expects a count >= 0 or 'auto'; got {threads!r}")
@@ -52,10 +60,15 @@ def command(artifact: str, images: tuple[str, ...], k: int, threads: str,
     with edgekit.load(artifact, backend=backend,
                       threads=threads if threads == "auto" else int(threads)) as model:
         classifier = is_classifier(model)
-        labels = model.manifest["outputs"][0].get("labels") if model.outputs else None
-        for image in images:
+        labels = artifact_labels(model.manifest)
+        files = [path for image in images
+                 for path in ([p for p, _ in list_images(image)] if os.path.isdir(image) else [image])]
+        if not files:
+            raise UserError(f"no images in {', '.join(images)} (looked for .png, .jpg, ... files, "
+                            "directly or one subfolder per class)")
+        for image in files:
             t0 = time.perf_counter()
-            out = model.predict_image(image)
+            out = model.predict_image(image, resize=resize, color=color)
             ms = (time.perf_counter() - t0) * 1e3
             entry: dict[str, Any] = {"image": image, "ms": round(ms, 3)}
             if classifier:

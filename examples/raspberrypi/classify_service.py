@@ -104,7 +104,7 @@ def read_labels(path: str | None, manifest: dict) -> list[str] | None:
     if path:
         with open(path, encoding="utf-8") as handle:
             return [line.strip() for line in handle if line.strip()]
-    return (manifest.get("outputs") or [{}])[0].get("labels")
+    return (manifest.get("outputs") or [{}])[0].get("labels") or manifest.get("labels")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -164,6 +164,12 @@ def run(args: argparse.Namespace) -> int:
                 output.close()
         log.info("done: %d frames%s", summary.frames,
                  f", {summary.skipped} skipped" if summary.skipped else "")
+        if summary.frames == 0 and not service.stop_event.is_set():
+            # a run that classified nothing failed, whatever the reason (a script must see it)
+            log.error("no frame was classified%s; exit 1",
+                      f" ({summary.skipped} skipped: see the warnings above)"
+                      if summary.skipped else " (the source gave no frames)")
+            return 1
         return 0
     finally:
         source.close()

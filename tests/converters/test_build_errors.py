@@ -62,11 +62,12 @@ def test_calibration_images_of_the_wrong_size(tmp_path):
 
 
 def test_calibration_images_of_the_wrong_mode(tmp_path):
+    """RGB photos for a gray model are converted (issue 19); 16-bit images are not guessed at."""
     folder = tmp_path / "imgs"
     folder.mkdir()
     for i in range(4):
-        Image.fromarray(np.zeros((8, 8, 3), np.uint8), "RGB").save(folder / f"{i}.png")
-    with pytest.raises(CalibrationError, match="RGB.*gray"):
+        Image.new("I;16", (8, 8)).save(folder / f"{i}.png")
+    with pytest.raises(CalibrationError, match="is not an 8-bit image"):
         build(str(DIGITS_ONNX), target="host", calib=str(folder), output=tmp_path / "o.edgekit")
 
 
@@ -78,10 +79,17 @@ def test_calibration_array_of_the_wrong_shape(tmp_path):
 
 
 def test_output_in_a_missing_folder(tmp_path):
-    with pytest.raises(UserError, match="does not exist"):
-        build(str(DIGITS_ONNX), target="host", calib=str(DIGITS_NPZ),
-              output=tmp_path / "missing" / "o.edgekit")
+    """A missing folder is created, as ``mkdir -p`` (and said); a failed build removes it."""
+    said = []
+    with pytest.raises(CalibrationError):
+        build(str(DIGITS_ONNX), target="host", calib=str(tmp_path / "none.npz"),
+              output=tmp_path / "missing" / "deeper" / "o.edgekit", report=said.append)
     assert not (tmp_path / "missing").exists()
+    assert said[0] == f"created the output folder {tmp_path / 'missing' / 'deeper'}"
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UserError, match="is a file, not a folder"):
+        build(str(DIGITS_ONNX), target="host", calib=str(DIGITS_NPZ),
+              output=tmp_path / "file" / "o.edgekit")
 
 
 def test_unknown_build_option_names_the_allowed():

@@ -292,3 +292,18 @@ def test_main_loop_under_the_rpi4_emulation(backend: str, rpi4_sysroot, tmp_path
     assert f"runtime {backend}" in log and f"model {ARTIFACT}" in log  # the default model
     assert f"'{PI4}' (target rpi4, aarch64)" in log  # the guest is an aarch64 machine
     assert "WARNING" not in log and "frames=2 " in log
+
+
+def test_once_with_no_frame_classified_exits_1(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for name in ("a.png", "b.png"):  # another size than the model's 8x8 and no --resize
+        from PIL import Image
+
+        Image.new("RGB", (64, 48), (200, 10, 10)).save(folder / name)
+    code = classify_service.main(["--images", str(folder), "--once", "--fps", "0",
+                                  "--threads", "1", "--root", str(board_root(tmp_path / "r"))])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "done: 0 frames, 2 skipped" in err and "no frame was classified" in err

@@ -19,9 +19,10 @@ def run(*args: str) -> subprocess.CompletedProcess:
 def test_build_inspect_verify(tmp_path):
     out = tmp_path / "d.edgekit"
     proc = run("build", "--target", "host", str(DIGITS_ONNX), "--calib", str(DIGITS_NPZ),
-               "-o", str(out), "--format", "onnx", "-q")
+               "-o", str(out), "--format", "onnx")
     assert proc.returncode == 0, proc.stderr
     assert "smaller" in proc.stdout and "accuracy" in proc.stdout
+    assert "int8 steps" in proc.stdout and "compressed" in proc.stdout  # units and sizes said
     proc = run("inspect", str(out))
     assert proc.returncode == 0 and "quantization" in proc.stdout and "image" in proc.stdout
     assert json.loads(run("inspect", "--json", str(out)).stdout)["target"]["name"] == "host"

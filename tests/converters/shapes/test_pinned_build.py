@@ -73,8 +73,9 @@ def test_input_shape_names_an_onnx_input(detector, tmp_path):
         build(str(model), target="rpi4", calib=str(calib), output=tmp_path / "p.edgekit",
               input_shape={"image": (1, 3, 24, 24)}, quiet=True)
     with pytest.raises(CalibrationError, match=r"small\.npz: array for input 'images' has shape "
-                                               r"\[8, 3, 24, 24\]; the model input is "
-                                               r"\[1, 3, 32, 32\] \(axis 2: expected 32, got 24\)"):
+                                               r"\[8, 3, 24, 24\]; expected \[N, 3, 32, 32\] "
+                                               r"for the model input \[1, 3, 32, 32\] "
+                                               r"\(axis 2: expected 32, got 24\)"):
         build(str(model), target="rpi4", calib=str(calib), output=tmp_path / "p.edgekit",
               input_shape={"images": (1, 3, 32, 32)}, quiet=True)
 
