@@ -56,6 +56,16 @@ class VerifyReport:
         return out
 
 
+def step_distribution(got: np.ndarray, expected: np.ndarray, step: float) -> dict[str, float]:
+    """Share of elements within 0, 1 and 2 quantization steps, and the largest difference in
+    steps. "Within 0" means under half a step: two int8 grids that agree give exactly 0."""
+    steps = np.abs(np.asarray(got, np.float64) - np.asarray(expected, np.float64)) / step
+    if steps.size == 0:
+        return {"within_0": 1.0, "within_1": 1.0, "within_2": 1.0, "max": 0.0}
+    return {"within_0": float((steps < 0.5).mean()), "within_1": float((steps <= 1.001).mean()),
+            "within_2": float((steps <= 2.001).mean()), "max": float(steps.max())}
+
+
 def tolerance(spec: dict[str, Any], expected: np.ndarray) -> float:
     """One quantization step of this output, or a relative tolerance for float outputs."""
     scale = (spec.get("quantization") or {}).get("scale")
