@@ -12,6 +12,9 @@ and report per model, format and CPU:
             within 1 and within 2 quantization steps of that output (worst output)
   max       the largest difference, in steps
   host dB / emu dB  SQNR of the host's and the emulated int8 outputs against the float model
+With --verify, each artifact's own test vectors then go through ``edgekit emulate`` on every
+target with the manifest's measured tolerance ("verify": PASS expected), and again with one
+weight flipped (tools/perturb_weight.py; "flipped": FAIL expected: the check keeps its teeth).
 The host's ONNX runs unfused where its int8 kernels saturate (edgekit/cpu.py), as verify does.
 Rows for models that did not build or run say why. Set EDGEKIT_SYSROOT_CACHE to reuse a sysroot.
 """
@@ -48,6 +51,7 @@ class Row:
     host_db: float | None = None
     emu_db: float | None = None
     note: str = ""
+    verify: str = ""  # with --verify: emulated verification of the artifact / a flipped weight
 
 
 def depth_of(onnx_path: Path) -> int:
@@ -147,6 +151,7 @@ def study_model(name: str, work: Path, args: argparse.Namespace) -> list[Row]:
     host = host_outputs(out, inputs)
     steps = output_steps(out)
     rows = []
+    checks = verify_checks(out, work, args.targets) if args.verify else {}
     for target in args.targets:
         try:
             emu, _ = emulated_outputs(out, load_profile(target), inputs, timeout=3600)
@@ -174,15 +179,36 @@ def study_model(name: str, work: Path, args: argparse.Namespace) -> list[Row]:
                     host_db.append(sqnr_db(floats[oname], value))
                     emu_db.append(sqnr_db(floats[oname], emu[fmt][oname]))
             row.dist = worst
+            row.verify = checks.get((target, fmt), "")
             row.host_db = min(host_db) if host_db else None
             row.emu_db = min(emu_db) if emu_db else None
             rows.append(row)
     return rows
 
 
+def verify_checks(artifact: Path, work: Path, targets: list[str]) -> dict[tuple[str, str], str]:
+    """(target, format) -> "PASS/FAIL" of the artifact and of one with a flipped weight."""
+    from edgekit.converters.emulation import emulate
+    from edgekit.targets import load_profile
+    from perturb_weight import perturb_artifact
+
+    flipped = work / f"{artifact.stem}.flipped.edgekit"
+    perturb_artifact(artifact, flipped)
+    found: dict[tuple[str, str], str] = {}
+    for target in targets:
+        runs = [emulate(path, load_profile(target), runs=0) for path in (artifact, flipped)]
+        reports = [{f["format"]: f for f in (r.guest.get("report") or {}).get("formats", [])}
+                   for r in runs]
+        for fmt in reports[0]:
+            ok, bad = reports[0][fmt], reports[1].get(fmt, {})
+            found[(target, fmt)] = (f"{'PASS' if ok.get('passed') else 'FAIL'}/"
+                                    f"{'FAIL' if not bad.get('passed', True) else 'PASS'}")
+    return found
+
+
 def print_table(rows: list[Row]) -> None:
     head = (f"{'model':<18}{'depth':>6}  {'format':<7}{'cpu':<5}{'=0':>8}{'<=1':>8}{'<=2':>8}"
-            f"{'max':>7}{'host dB':>9}{'emu dB':>8}")
+            f"{'max':>7}{'host dB':>9}{'emu dB':>8}{'verify/flipped':>16}")
     print(head)
     print("-" * len(head))
     for r in sorted(rows, key=lambda r: (r.depth, r.model, r.fmt, r.cpu)):
@@ -192,7 +218,8 @@ def print_table(rows: list[Row]) -> None:
         d = r.dist
         db = "".join(f"{v:>9.1f}" if v is not None else f"{'-':>9}" for v in (r.host_db, r.emu_db))
         print(f"{r.model:<18}{r.depth:>6}  {r.fmt:<7}{r.cpu:<5}{d['within_0']:>8.2%}"
-              f"{d['within_1']:>8.2%}{d['within_2']:>8.2%}{d['max']:>7.1f}{db}")
+              f"{d['within_1']:>8.2%}{d['within_2']:>8.2%}{d['max']:>7.1f}{db}"
+              f"{r.verify or '-':>16}")
     measured = [r for r in rows if r.dist]
     if measured:
         print(f"\n{len(measured)} model x format x CPU rows; worst within 1 step "
@@ -213,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="8 calibration, 4 held-out inputs")
     parser.add_argument("--targets", default="rpi4,rpi-zero2w",
                         help=f"comma-separated emulated targets among {', '.join(CPUS)}")
+    parser.add_argument("--verify", action="store_true",
+                        help="also emulate each artifact's test vectors, and with a flipped weight")
     parser.add_argument("--json", help="also write the rows to this JSON file")
     args = parser.parse_args(argv)
     names = [n for n in args.models.split(",") if n] or [DIGITS, *zoo.ENTRIES]

@@ -18,7 +18,7 @@ from edgekit.backends import BackendOptions, TensorSpec, backends_for
 from edgekit.errors import InternalError
 
 from ..context import BuildContext
-from ..metrics.tolerance import BASIS, depth, output_tolerance
+from ..metrics.tolerance import BASIS, depth, has_attention, output_tolerance
 from ..pipeline import Stage
 from ..qdq import snap_to_grid
 
@@ -89,7 +89,8 @@ def vector_tolerances(ctx: BuildContext, vectors: dict[str, np.ndarray]) -> dict
     the formats: each is checked against its own recorded outputs and step)."""
     import onnx
 
-    layers = depth([n.op_type for n in onnx.load(str(ctx.quant_path)).graph.node])
+    graph = onnx.load(str(ctx.quant_path))
+    layers, attention = depth([n.op_type for n in graph.graph.node]), has_attention(graph)
     bounds: dict[str, Any] = {}
     for spec in ctx.outputs:
         name = spec["name"]
@@ -97,7 +98,7 @@ def vector_tolerances(ctx: BuildContext, vectors: dict[str, np.ndarray]) -> dict
             q = (entry.get("outputs_quantization", {}).get(name) or spec.get("quantization")
                  or {})
             tol = output_tolerance(vectors[f"out/{entry['format']}/{name}"],
-                                   float(q.get("scale") or 0.0), layers).to_dict()
+                                   float(q.get("scale") or 0.0), layers, attention).to_dict()
             kept = bounds.get(name)
             if kept is None or (tol["min_sqnr_db"] is not None and (
                     kept["min_sqnr_db"] is None or tol["min_sqnr_db"] < kept["min_sqnr_db"])):
