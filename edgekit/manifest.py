@@ -61,10 +61,39 @@ class ModelEntry:
 
 
 @dataclass(frozen=True)
+class OutputTolerance:
+    """What ``verify`` accepts for one output, over all test vectors of a format: at least
+    ``within_1_step`` of the elements within one quantization step of the stored value, none
+    further than ``max_steps``, and every channel slice (``slices`` along ``axis``) at least
+    ``min_sqnr_db`` against the stored output (a float-space check: an error spread over a
+    whole slice fails it even when each element is within the step bounds)."""
+
+    within_1_step: float
+    max_steps: float
+    min_sqnr_db: float | None = None
+    axis: int = 1
+    slices: tuple[tuple[int, int], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"within_1_step": self.within_1_step, "max_steps": self.max_steps,
+                "min_sqnr_db": self.min_sqnr_db, "axis": self.axis,
+                "slices": [list(s) for s in self.slices]}
+
+
+# artifacts from before per-output tolerances: every element within one step
+ONE_STEP = OutputTolerance(within_1_step=1.0, max_steps=1.0)
+
+
+@dataclass(frozen=True)
 class TestVectorsEntry:
     path: str
     count: int
     tolerance: float | str  # a number, or how verify derives it ("1 quantization step ...")
+    outputs: dict[str, OutputTolerance] = field(default_factory=dict)  # output name -> bounds
+    basis: str = ""  # where the bounds come from (the study, the model's depth)
+
+    def for_output(self, name: str) -> OutputTolerance:
+        return self.outputs.get(name, ONE_STEP)
 
 
 @dataclass(frozen=True)
@@ -153,12 +182,13 @@ class _Where:
     def __init__(self, origin: str) -> None:
         self.origin = origin
 
-    def expect(self, value: Any, kind: type, name: str, expected: str) -> None:
+    def expect(self, value: Any, kind: type | tuple[type, ...], name: str,
+               expected: str) -> None:
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise ArtifactError(f"{self.origin}: {name} must be {expected}, got "
                                 f"{type(value).__name__} {_short(value)}")
 
-    def field(self, table: dict[str, Any], key: str, kind: type, expected: str,
+    def field(self, table: dict[str, Any], key: str, kind: type | tuple[type, ...], expected: str,
               prefix: str = "", default: Any = ...) -> Any:
         if key not in table or (table[key] is None and default is not ...):
             if default is not ...:  # an optional field given as null counts as absent
@@ -282,8 +312,42 @@ def _vectors(where: _Where, entry: Any, files: dict[str, str]) -> TestVectorsEnt
     if count < 0:
         raise ArtifactError(f"{where.origin}: test_vectors.count must be an int >= 0, got "
                             f"{count}")
+    outputs = where.field(entry, "outputs", dict, "an object mapping output -> bounds",
+                          "test_vectors.", default={})
     return TestVectorsEntry(
         path=path,
         count=count,
         tolerance=tolerance if isinstance(tolerance, str) else float(tolerance),
+        outputs={name: _output_tolerance(where, bounds, f"test_vectors.outputs[{name!r}]")
+                 for name, bounds in outputs.items()},
+        basis=where.field(entry, "basis", str, "a string", "test_vectors.", default=""),
+    )
+
+
+def _number(where: _Where, table: dict[str, Any], key: str, prefix: str,
+            low: float, high: float) -> float:
+    value = where.field(table, key, (int, float), f"a number in [{low}, {high}]", prefix)
+    if isinstance(value, bool) or not low <= value <= high:
+        raise ArtifactError(f"{where.origin}: {prefix}{key} must be a number in [{low}, {high}],"
+                            f" got {_short(value)}")
+    return float(value)
+
+
+def _output_tolerance(where: _Where, entry: Any, name: str) -> OutputTolerance:
+    where.expect(entry, dict, name, "an object")
+    prefix = f"{name}."
+    sqnr = entry.get("min_sqnr_db")
+    slices = where.field(entry, "slices", list, "a list of [start, stop]", prefix, default=[])
+    for item in slices:
+        if (not isinstance(item, list) or len(item) != 2
+                or not all(type(v) is int and v >= 0 for v in item) or item[0] >= item[1]):
+            raise ArtifactError(f"{where.origin}: {prefix}slices must hold [start, stop] "
+                                f"pairs of ints with start < stop, got {_short(item)}")
+    return OutputTolerance(
+        within_1_step=_number(where, entry, "within_1_step", prefix, 0.0, 1.0),
+        max_steps=_number(where, entry, "max_steps", prefix, 0.0, 1e6),
+        min_sqnr_db=None if sqnr is None else _number(where, entry, "min_sqnr_db", prefix,
+                                                      -1e3, 1e3),
+        axis=where.field(entry, "axis", int, "an int", prefix, default=1),
+        slices=tuple((a, b) for a, b in slices),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 
 import click
 
@@ -19,10 +20,23 @@ import click
 @click.option("--rebuild-sysroot", is_flag=True, help="Rebuild the cached sysroot first.")
 @click.option("--json", "as_json", is_flag=True, help="Print the guest's full report as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No sysroot progress output.")
+@click.option("--val", "val_path", type=click.Path(dir_okay=False, exists=True),
+              help="Held-out .npz (arrays named by input or x, labels as y): run it on the "
+                   "emulated target and report the task metric next to the host's.")
+@click.option("--metric", default=None,
+              help="Task metric for --val: top1, detection, ctc, sqnr or module:function "
+                   "(default: chosen from the outputs, top1 for class scores).")
+@click.option("--val-samples", default=256, show_default=True, type=click.IntRange(1),
+              help="At most this many --val samples (emulated: one at a time).")
+@click.option("--max-drop", default=0.5, show_default=True, type=float,
+              help="Points the target may lose against the host on --val (share metrics).")
 def command(artifact: str, target: str, runs: int, timeout: float, rebuild_sysroot: bool,
-            as_json: bool, quiet: bool) -> None:
+            as_json: bool, quiet: bool, val_path: str | None, metric: str | None,
+            val_samples: int, max_drop: float) -> None:
     """Run ARTIFACT's test vectors on TARGET's CPU model under QEMU (arm64 sysroot built
-    once and cached), then time a few emulated runs. Exits 2 when verification fails."""
+    once and cached), then time a few emulated runs; with --val, the task metric on the
+    emulated target next to the host's. Exits 2 when verification fails or the target
+    loses more than --max-drop points."""
     from edgekit.converters.emulation import emulate, prepare
     from edgekit.targets import load_profile
 
@@ -42,7 +56,11 @@ def command(artifact: str, target: str, runs: int, timeout: float, rebuild_sysro
                                "notes": result.notes, "guest": result.guest}, indent=2))
     else:
         click.echo("\n".join(result.lines()))
+    lost = val_report(artifact, profile, result.cpu.model, val_path, metric, val_samples,
+                      max_drop, progress, timeout) if val_path else []
     sys.stdout.flush()
+    if lost:
+        raise VerificationError(f"{artifact}: on {target} ({result.cpu.model}) " + "; ".join(lost))
     if not result.passed:
         # VerificationError is a UserError: the CLI maps it to its exit code with this message.
         raise VerificationError(
@@ -50,3 +68,30 @@ def command(artifact: str, target: str, runs: int, timeout: float, rebuild_sysro
             + (f": {result.guest['error']}" if "error" in result.guest else
                " (outputs outside tolerance, see the report above)")
         )
+
+
+def val_report(artifact: str, profile: object, cpu: str, val_path: str, metric: str | None,
+               limit: int, max_drop: float, progress: Callable[[str], None],
+               timeout: float) -> list[str]:
+    """Print the metric per format, host next to target; return the formats that lost too much."""
+    from edgekit.converters.emulation.accuracy import host_outputs, load_val, scores_on_target
+    from edgekit.converters.metrics import choose_default, get_metric
+
+    from edgekit.artifact import read_artifact
+
+    spec = read_artifact(artifact).spec
+    feeds, labels = load_val(val_path, [i.name for i in spec.inputs], limit)
+    if metric is None:
+        sample = {k: v[:2] for k, v in feeds.items()}
+        first = next(iter(host_outputs(artifact, sample).values()))[1]
+        metric = choose_default(first, has_labels=labels is not None).name
+    progress(f"running {len(next(iter(feeds.values())))} --val samples under emulation")
+    scores, _ = scores_on_target(artifact, profile, feeds, labels, get_metric(metric), metric,
+                                 progress=progress, timeout=timeout)
+    lost = []
+    for score in scores:
+        click.echo(f"val {score.line(cpu)}")
+        drop = score.drop_points
+        if drop is not None and drop > max_drop:
+            lost.append(f"{score.format} loses {drop:.2f} points of {metric} (> {max_drop})")
+    return lost

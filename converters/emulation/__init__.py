@@ -22,6 +22,7 @@ from edgekit.converters.emulation.session import (
     TIMING_LABEL,
     EmulationResult,
     emulate,
+    emulated_outputs,
     prepare,
     probe,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "Sysroot",
     "cache_root",
     "emulate",
+    "emulated_outputs",
     "ensure_sysroot",
     "prepare",
     "probe",

@@ -7,6 +7,9 @@ Commands (each prints one ``EDGEKIT-EMULATE-RESULT <json>`` line on stdout):
   derives from ``-cpu`` (what runtimes really dispatch on), installed runtime versions.
 * ``verify ARTIFACT [--runs N]``: ``edgekit.verify.verify_artifact`` on every model format
   whose runtime is installed, then N timed batch-1 runs per format.
+* ``outputs ARTIFACT INPUTS.npz OUT.npz``: every installed format's outputs on the inputs
+  (one sample at a time, as a device serves them), saved as ``<format>/<output>`` arrays;
+  what ``edgekit emulate --val`` and the cross-ISA study compare with the host's.
 
 Only the stdlib at import time: the probe must work even when a runtime would crash.
 """
@@ -121,6 +124,36 @@ def verify(path: str, runs: int) -> dict[str, Any]:
     return result
 
 
+def outputs(path: str, inputs_path: str, out_path: str) -> dict[str, Any]:
+    import numpy as np
+
+    from edgekit.artifact import read_artifact
+    from edgekit.backends import backends_for
+    from edgekit.model import Model
+
+    result = probe()
+    artifact = read_artifact(path)
+    with np.load(inputs_path) as data:
+        feeds = {k: data[k] for k in data.files}
+    count = len(next(iter(feeds.values())))
+    saved: dict[str, np.ndarray] = {}
+    ran = []
+    for entry in artifact.manifest["models"]:
+        usable = [c for c in backends_for(entry["format"]) if c.available()]
+        if not usable:
+            continue
+        model = Model(artifact, backend=usable[0].name)
+        rows = [model.run_feeds(model.prepare_feeds({k: v[i:i + 1] for k, v in feeds.items()}))
+                for i in range(count)]
+        model.close()
+        for j, spec in enumerate(artifact.manifest["outputs"]):
+            saved[f"{entry['format']}/{spec['name']}"] = np.concatenate([r[j] for r in rows])
+        ran.append([entry["format"], usable[0].name])
+    np.savez(out_path, **saved)
+    result.update(passed=bool(ran), formats=ran, count=count)
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="guest.py")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -128,8 +161,17 @@ def main(argv: list[str] | None = None) -> int:
     ver = sub.add_parser("verify")
     ver.add_argument("artifact")
     ver.add_argument("--runs", type=int, default=3)
+    out = sub.add_parser("outputs")
+    out.add_argument("artifact")
+    out.add_argument("inputs")
+    out.add_argument("out")
     args = parser.parse_args(argv)
-    result = probe() if args.command == "probe" else verify(args.artifact, args.runs)
+    if args.command == "probe":
+        result = probe()
+    elif args.command == "verify":
+        result = verify(args.artifact, args.runs)
+    else:
+        result = outputs(args.artifact, args.inputs, args.out)
     sys.stdout.write(RESULT_MARK + json.dumps(result) + "\n")
     sys.stdout.flush()
     return 0

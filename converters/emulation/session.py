@@ -7,13 +7,16 @@ import os
 import time
 import zipfile
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgekit.converters.emulation.builder import Progress, Sysroot, ensure_sysroot
 from edgekit.converters.emulation.recipe import recipe_for
 from edgekit.converters.emulation.runner import CpuSpec, qemu_binary, run_guest
 
 from edgekit.errors import ArtifactError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TIMING_LABEL = "emulated, not a prediction of board speed"
 
@@ -111,3 +114,33 @@ def _built_for(path: str) -> str:
             return str(json.loads(archive.read("manifest.json"))["target"]["name"])
     except (OSError, KeyError, TypeError, ValueError, zipfile.BadZipFile):
         return ""
+
+
+def emulated_outputs(path: str | os.PathLike[str], profile: Any,
+                     inputs: dict[str, np.ndarray], progress: Progress = _quiet,
+                     timeout: float = 3600.0) -> tuple[dict[str, dict[str, np.ndarray]],
+                                                       dict[str, Any]]:
+    """Every installed format's outputs on ``inputs`` (one sample at a time) on the profile's
+    emulated CPU: ``{format: {output: array}}``, and the guest's report (CPU, versions)."""
+    import tempfile
+
+    import numpy as np
+
+    path = os.path.abspath(os.fspath(path))
+    if not os.path.isfile(path):
+        raise ArtifactError(f"{path}: no such artifact file (expected a .edgekit file)")
+    sysroot, cpu = prepare(profile, progress)
+    # the guest writes through QEMU's -L fallback to this host folder (the sysroot has no /tmp)
+    with tempfile.TemporaryDirectory(prefix="edgekit-emulate-") as tmp:
+        feeds_path, out_path = os.path.join(tmp, "inputs.npz"), os.path.join(tmp, "outputs.npz")
+        np.savez(feeds_path, **inputs)
+        guest = run_guest(sysroot, cpu, "outputs", path, feeds_path, out_path, timeout=timeout)
+        if not guest.get("passed"):
+            raise ArtifactError(f"{path}: no format of this artifact ran on {cpu.model}: "
+                                f"{guest.get('error', 'no runtime installed for its formats')}")
+        found: dict[str, dict[str, np.ndarray]] = {}
+        with np.load(out_path) as data:
+            for key in data.files:
+                fmt, _, name = key.partition("/")
+                found.setdefault(fmt, {})[name] = data[key]
+    return found, guest

@@ -18,6 +18,7 @@ from edgekit.backends import BackendOptions, TensorSpec, backends_for
 from edgekit.errors import InternalError
 
 from ..context import BuildContext
+from ..metrics.tolerance import BASIS, depth, has_attention, output_tolerance
 from ..pipeline import Stage
 from ..qdq import snap_to_grid
 
@@ -86,6 +87,28 @@ def test_inputs(ctx: BuildContext, count: int) -> tuple[dict[str, np.ndarray], d
     return feeds, vectors
 
 
+def vector_tolerances(ctx: BuildContext, vectors: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Per output, the bounds ``verify`` holds every format to (the loosest slice floor over
+    the formats: each is checked against its own recorded outputs and step)."""
+    import onnx
+
+    graph = onnx.load(str(ctx.quant_path))
+    layers, attention = depth([n.op_type for n in graph.graph.node]), has_attention(graph)
+    bounds: dict[str, Any] = {}
+    for spec in ctx.outputs:
+        name = spec["name"]
+        for entry in ctx.models:
+            q = (entry.get("outputs_quantization", {}).get(name) or spec.get("quantization")
+                 or {})
+            tol = output_tolerance(vectors[f"out/{entry['format']}/{name}"],
+                                   float(q.get("scale") or 0.0), layers, attention).to_dict()
+            kept = bounds.get(name)
+            if kept is None or (tol["min_sqnr_db"] is not None and (
+                    kept["min_sqnr_db"] is None or tol["min_sqnr_db"] < kept["min_sqnr_db"])):
+                bounds[name] = tol
+    return bounds
+
+
 class Package(Stage):
     name = "package"
     requires = frozenset({"inputs", "outputs", "quant_path", "source_info", "val"})
@@ -111,6 +134,7 @@ class Package(Stage):
         members = dict(ctx.model_bytes)
         members[TEST_VECTORS] = encode_test_vectors(vectors)
         manifest = self.manifest(ctx, count)
+        manifest["test_vectors"].update(outputs=vector_tolerances(ctx, vectors), basis=BASIS)
         ctx.artifact_bytes = write_artifact(ctx.output_path, manifest, members,
                                             sign_key=ctx.config.sign_key)
 
@@ -130,7 +154,7 @@ class Package(Stage):
             "outputs": ctx.outputs,
             "models": ctx.models,
             "test_vectors": {"path": TEST_VECTORS, "count": vectors,
-                             "tolerance": "1 quantization step of each output"},
+                             "tolerance": "per output: test_vectors.outputs"},
             "validation": ctx.validation,
             "sizes": {"source_bytes": ctx.source_info.get("bytes", 0),
                       "float_onnx_bytes": float_bytes,

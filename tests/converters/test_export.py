@@ -53,7 +53,7 @@ def test_name_not_in_the_module_lists_what_is(project, tmp_path):
     with pytest.raises(ExportError) as err:
         _build(f"{PACKAGE}.models:MakeNet", tmp_path, input_shape=(1, 1, 8, 8))
     message = str(err.value)
-    assert "has no attribute 'MakeNet'" in message
+    assert "has no class or function 'MakeNet'" in message
     assert "TinyNet" in message and "make_tiny" in message  # what the module does define
 
 

@@ -1,0 +1,91 @@
+"""The test vectors' tolerance, per output, from the cross-ISA study and the model's depth.
+
+``tools/study_cross_isa.py`` measured how far the int8 outputs of the same artifact land
+on the Arm CPUs (emulated Cortex-A72, A53, A76) from this host's, in quantization steps
+(README, "Cross-ISA fidelity"). Each output's bounds:
+
+* ``within_1_step``: the share of elements that must be within one step. Convolutional
+  nets (5 to 82 compute layers) stayed at or above 99.85% (max 2 steps, at 54-64 layers),
+  so ``WITHIN_1`` with room; attention (a MatMul of two activations: LayerNorm, Softmax and
+  GELU requantized between) is what moved the most: 92.85% within 1 step, max 4, on a
+  13-layer encoder's onnxruntime model, hence ``WITHIN_1_ATTENTION`` and
+  ``ATTENTION_STEPS`` more. A handful of elements must not fail a small output, so the
+  bound loosens by ``SPARE_ELEMENTS`` elements where an output has few.
+* ``max_steps``: ``BASE_STEPS``, plus one step per ``LAYERS_PER_STEP`` compute layers
+  (one-step rounding differences can add up through deep nets), plus ``ATTENTION_STEPS``
+  for attention.
+The study found the same differences on the A53, A72 and A76 (they are host vs Arm kernels,
+not per-core), so one bound serves every Arm target.
+* ``min_sqnr_db``: per channel slice (``metrics/slices.channel_groups``: box coordinates and
+  class scores apart), the SQNR the stored output would keep if every element were one
+  step off and the allowed share were at ``max_steps``: the float-space reading of the two
+  element bounds, so a wrong slice shows as dB against the output's own signal.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from edgekit.manifest import OutputTolerance
+
+from .slices import channel_groups, slice_axis
+
+WITHIN_1 = 0.98
+WITHIN_1_ATTENTION = 0.88
+SPARE_ELEMENTS = 2
+BASE_STEPS = 2.0
+LAYERS_PER_STEP = 25
+ATTENTION_STEPS = 4.0
+COMPUTE_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "LSTM", "GRU"})
+BASIS = (f"tools/study_cross_isa.py (host vs emulated A72/A53/A76): >= {WITHIN_1:.0%} within "
+         f"1 step ({WITHIN_1_ATTENTION:.0%} with attention; less {SPARE_ELEMENTS} elements on "
+         f"small outputs), max {BASE_STEPS:g} steps + 1 per {LAYERS_PER_STEP} compute layers "
+         f"(+{ATTENTION_STEPS:g} with attention), worst-slice SQNR implied by both")
+
+
+def depth(op_types: list[str]) -> int:
+    """Compute layers (convolutions, matrix products, recurrent cells) in a graph."""
+    return sum(op in COMPUTE_OPS for op in op_types)
+
+
+def has_attention(model: object) -> bool:
+    """A MatMul of two activations (neither side a weight): attention scores or context."""
+    graph = model.graph  # type: ignore[attr-defined]  # an onnx.ModelProto
+    weights = {t.name for t in graph.initializer}
+    producer = {o: n for n in graph.node for o in n.output}
+
+    def is_weight(name: str) -> bool:
+        node = producer.get(name)
+        while node is not None and node.op_type in ("DequantizeLinear", "Transpose", "Reshape"):
+            if node.input[0] in weights:
+                return True
+            node = producer.get(node.input[0])
+        return name in weights
+
+    return any(n.op_type == "MatMul" and not any(is_weight(i) for i in n.input[:2])
+               for n in graph.node)
+
+
+def output_tolerance(expected: np.ndarray, step: float, layers: int,
+                     attention: bool = False) -> OutputTolerance:
+    """Bounds for one output whose test vectors hold ``expected`` (all vectors stacked)."""
+    size = max(1, int(expected.size))
+    floor = WITHIN_1_ATTENTION if attention else WITHIN_1
+    within = min(floor, max(0.0, 1.0 - SPARE_ELEMENTS / size))
+    max_steps = BASE_STEPS + layers // LAYERS_PER_STEP + (ATTENTION_STEPS if attention else 0)
+    if expected.ndim < 2 or step <= 0:
+        return OutputTolerance(within_1_step=round(within, 4), max_steps=max_steps)
+    axis = slice_axis(expected.shape)
+    moved = np.moveaxis(np.asarray(expected, np.float64), axis, -1)
+    noise = step ** 2 * (1.0 + (1.0 - within) * max_steps ** 2)  # mean square at the bounds
+    slices, floors = [], []
+    for start, stop in channel_groups(expected, axis):
+        power = float(np.mean(moved[..., start:stop] ** 2))
+        if power > 0:  # a silent slice has no SQNR to keep
+            slices.append((start, stop))
+            floors.append(10.0 * math.log10(power / noise))
+    return OutputTolerance(within_1_step=round(within, 4), max_steps=max_steps,
+                           min_sqnr_db=round(min(floors), 2) if floors else None, axis=axis,
+                           slices=tuple(slices))
