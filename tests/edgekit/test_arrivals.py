@@ -48,7 +48,7 @@ def test_one_long_pause_does_not_stop_batching_a_fast_stream() -> None:
 def session(tmp_path: Path) -> Session:
     spec = [TensorSpec("x", ("N", 16))]
     out = [TensorSpec("probs", ("N", 10))]
-    entry = ModelEntry(format="onnx", path="model.onnx", runtime="onnxruntime", data={})
+    entry = ModelEntry(format="onnx", path="model.onnx", runtime="onnxruntime", bytes=None, data={})
     s = Session(mlp_onnx(), entry, OnnxRuntimeBackend, spec, out)
     s.start(s.make_backend(BackendOptions(threads=1)))
     return s

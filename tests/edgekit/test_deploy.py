@@ -51,7 +51,7 @@ def test_install_switch_refuse_and_rollback(tmp_path: Path, no_trusted_keys: Non
 
     broken = tmp_path / "broken.edgekit"  # valid hashes, test vectors off by 10 steps
     tamper(SHIPPED, broken)
-    assert install(root, broken) == 2  # VerificationError: a user error, exit 2
+    assert install(root, broken) == 1  # VerificationError: a failed check, exit 1
     assert "did not reproduce" in capsys.readouterr().err
     assert link_target(slot / "current") == first
     assert sorted(p.name for p in (slot / "releases").iterdir()) == [first.name]  # not kept

@@ -80,6 +80,7 @@ def test_unfused_onnx_with_folded_weights_is_bit_identical(digits_artifact, digi
     with edgekit.load(digits_artifact, backend="onnxruntime", threads=1) as model:
         backend = model.make_backend(BackendOptions(threads=1, extra={"exact_int8": True}))
         name = model.inputs[0].name
-        np.testing.assert_array_equal(backend.run({name: x})[0],
-                                      plain.run(None, {name: x})[0])
+        for row in x[:, None]:  # the build pins batch 1
+            np.testing.assert_array_equal(backend.run({name: row})[0],
+                                          plain.run(None, {name: row})[0])
         backend.close()
