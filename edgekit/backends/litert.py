@@ -130,6 +130,7 @@ class _TFLiteBackend(Backend):
 
     def close(self) -> None:
         self.interpreter = None
+        super().close()
 
 
 def _quantize(x: np.ndarray, plan: dict) -> np.ndarray:
