@@ -9,17 +9,14 @@ shapes rule out the first two; one probe at the first request rules out the thir
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
 
 import numpy as np
 
 from edgekit.backends import TensorSpec
+from edgekit.errors import RunTimeoutError
 
-
-class _Runs(Protocol):
-    inputs: list[TensorSpec]
-
-    def run_feeds(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]: ...
+Run = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
 
 
 def per_row_from_shapes(inputs: list[TensorSpec], outputs: list[TensorSpec]) -> bool | None:
@@ -37,10 +34,10 @@ def per_row_from_shapes(inputs: list[TensorSpec], outputs: list[TensorSpec]) -> 
     return None
 
 
-def probe_per_row(session: _Runs, feeds: dict[str, np.ndarray]) -> bool | None:
+def probe_per_row(run: Run, feeds: dict[str, np.ndarray]) -> bool | None:
     """Run ``feeds`` (one valid request), a variant of it and both joined; True when every
-    output row follows its input row, False when not, None when every probe failed (a bad
-    request: ask again with the next one)."""
+    output row follows its input row, False when not, None when every probe failed or one
+    timed out (a bad request: ask again with the next one)."""
     first = next(iter(feeds.values()))
     if first.ndim == 0:
         return False
@@ -48,18 +45,20 @@ def probe_per_row(session: _Runs, feeds: dict[str, np.ndarray]) -> bool | None:
                                        else v[::-1]) for k, v in feeds.items()}
     for other in (flipped, feeds):  # the variant may be out of the model's domain
         try:
-            return _rows_follow(session, feeds, other)
+            return _rows_follow(run, feeds, other)
+        except RunTimeoutError:
+            return None  # another try would wait as long again
         except Exception:  # noqa: BLE001 - the probe only learns; the requests report errors
             continue
     return None
 
 
-def _rows_follow(session: _Runs, a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
+def _rows_follow(run: Run, a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
     rows_a = next(iter(a.values())).shape[0]
     rows_b = next(iter(b.values())).shape[0]
-    out_a = session.run_feeds(a)
-    out_b = session.run_feeds(b)
-    joined = session.run_feeds({k: np.concatenate([a[k], b[k]]) for k in a})
+    out_a = run(a)
+    out_b = run(b)
+    joined = run({k: np.concatenate([a[k], b[k]]) for k in a})
     for ya, yb, yab in zip(out_a, out_b, joined, strict=True):
         if (ya.ndim == 0 or yb.ndim == 0 or yab.ndim == 0 or ya.shape[0] != rows_a
                 or yb.shape[0] != rows_b or yab.shape[0] != rows_a + rows_b):
