@@ -301,7 +301,7 @@ class Batcher:
             ) from None
 
     def _execute(self, items: list[_Request], rows: int, policy: BatchPolicy) -> None:
-        live = [r for r in items if r.future.set_running_or_notify_cancel()]
+        live = [r for r in items if _start(r.future)]
         if not live:
             return
         batch_id = self.batches
@@ -385,6 +385,14 @@ class Batcher:
             "policy_changes": len(self.policy_changes),
             "request_latency_ms": percentiles_ms(list(self._request_seconds)),
         }
+
+
+def _start(future: Future) -> bool:
+    """Mark a future running; False when it was cancelled or already failed (close)."""
+    try:
+        return not future.done() and future.set_running_or_notify_cancel()
+    except RuntimeError:  # failed by close(timeout=...) between the two calls
+        return False
 
 
 def _check_rows(outputs: list[np.ndarray], rows: int, runtime: str) -> None:
