@@ -87,6 +87,8 @@ def test_close_returns_under_a_full_queue_and_a_wedged_run(hostile: dict[str, Pa
                          power_root=str(tmp_path))
     wedge = np.full((1, FEATURES), 1e12, np.float32)  # a Loop of 1e12 trips
     stuck = model.submit(wedge)
+    while model.batcher.info()["queued"]:  # the worker took it (and is stuck in it)
+        time.sleep(0.01)
     queued = [model.submit(x, block=False) for x in inputs(4)]
     with pytest.raises(QueueFullError, match="4 waiting"):
         model.submit(inputs(1)[0], block=False)
