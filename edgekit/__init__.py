@@ -47,8 +47,9 @@ def load(path: str | PathLike[str], backend: str | None = None, threads: int | s
          *, policy: str = "balanced", allow_spinning: bool = True, power_root: str = "/",
          tuner: TunerOptions | dict[str, Any] | None = None, monitor_interval_s: float = 2.0,
          max_batch: int = 8, max_wait_ms: float | None = None, queue_size: int = 1024,
-         power_aware: bool = True, trusted_keys: Iterable[KeySpec] | KeySpec | None = None
-         ) -> Model:
+         power_aware: bool = True, allow_nonfinite: bool = False,
+         run_timeout_s: float | None = None,
+         trusted_keys: Iterable[KeySpec] | KeySpec | None = None) -> Model:
     """Load a ``.edgekit`` artifact and return a ready :class:`edgekit.model.Model`.
 
     ``backend`` forces a runtime (``onnxruntime``, ``litert``, ``tflite-runtime``); by
@@ -57,7 +58,8 @@ def load(path: str | PathLike[str], backend: str | None = None, threads: int | s
     and latency changes; ``policy`` = ``"balanced"`` | ``"latency"`` | ``"efficiency"``;
     ``tuner``: ``TunerOptions`` or a dict of its fields). ``allow_spinning``: onnxruntime
     spin-waits between ops (off for ``efficiency``). ``power_root``: where sysfs and proc
-    are. For ``submit``: ``max_batch``, ``max_wait_ms``, ``queue_size``, ``power_aware``.
+    are. For ``submit``: ``max_batch``, ``max_wait_ms``, ``queue_size``, ``power_aware``,
+    ``run_timeout_s``. ``allow_nonfinite``: run NaN / inf inputs instead of raising.
     ``trusted_keys``: public key files, folders of ``*.pub`` files or ``PublicKey``
     objects; with those of ``$EDGEKIT_TRUSTED_KEYS`` and the device's trusted-key folders
     (``edgekit.trust``) they are the keys trusted to sign artifacts. When any key is
@@ -71,7 +73,8 @@ def load(path: str | PathLike[str], backend: str | None = None, threads: int | s
     return _load(path, backend, threads, policy=policy, allow_spinning=allow_spinning,
                  power_root=power_root, tuner=tuner, monitor_interval_s=monitor_interval_s,
                  max_batch=max_batch, max_wait_ms=max_wait_ms, queue_size=queue_size,
-                 power_aware=power_aware, trusted_keys=trusted_keys)
+                 power_aware=power_aware, allow_nonfinite=allow_nonfinite,
+                 run_timeout_s=run_timeout_s, trusted_keys=trusted_keys)
 
 
 def __getattr__(name: str):  # noqa: ANN202

@@ -17,31 +17,47 @@ throttled / low    4x         40% of the latency budget   twice the batch time
 A batch never waits past half the profile's latency budget, and its size is capped so that
 its estimated run time fits the budget: p95 stays within ``budgets.latency_ms``.
 Larger batches amortise per-call overhead (less energy per sample); idle gaps let the
-governor drop the clock. A failing batch fails exactly its own futures; the worker goes on.
+governor drop the clock.
+
+Never mixed, never lost: requests are joined only when every output is per-row
+(``edgekit/per_row.py``, learned at the first request), and a result's row count is checked
+before it is split. A failing batch is retried request by request, so only a bad request
+fails. Everything the worker does is guarded: should it ever stop, every pending future
+fails with ``BatcherDeadError`` and ``submit`` raises it. ``close()`` sets a flag (it never
+queues behind a full queue). ``run_timeout_s`` bounds each run (``edgekit/timed_run.py``).
 """
 
 from __future__ import annotations
 
 import atexit
 import collections
-import queue
+import math
 import threading
 import time
 import weakref
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from edgekit.arrivals import ArrivalTracker
-from edgekit.errors import InternalError, QueueFullError, UserError
+from edgekit.errors import (
+    BatcherDeadError,
+    EdgekitError,
+    InferenceError,
+    InternalError,
+    ModelClosedError,
+    QueueFullError,
+    RunTimeoutError,
+    UserError,
+)
+from edgekit.per_row import per_row_from_shapes, probe_per_row
 from edgekit.policy import check_policy
 from edgekit.power import HOT, LOW_BATTERY, NORMAL, ON_BATTERY, THROTTLED, PowerMonitor
-from edgekit.session import SessionLike
+from edgekit.session import SessionLike, describe_array
 from edgekit.stats import percentiles_ms
-
-_STOP = object()
+from edgekit.timed_run import TimedRunner
 
 
 @dataclass(frozen=True)
@@ -92,10 +108,15 @@ class Batcher:
 
     def __init__(self, session: SessionLike, policy: str = "balanced", budget_ms: float = 100.0,
                  max_batch: int = 8, max_wait_ms: float | None = None, queue_size: int = 1024,
-                 monitor: PowerMonitor | None = None) -> None:
+                 monitor: PowerMonitor | None = None, run_timeout_s: float | None = None
+                 ) -> None:
         if max_batch < 1 or queue_size < 1:
             raise UserError(f"max_batch and queue_size must be >= 1; got {max_batch}, "
                             f"{queue_size}")
+        if run_timeout_s is not None and not (math.isfinite(run_timeout_s)
+                                              and run_timeout_s > 0):
+            raise UserError(f"run_timeout_s must be a number of seconds > 0 or None; got "
+                            f"{run_timeout_s!r}")
         self.session = session
         self.policy = check_policy(policy)
         self.max_batch = int(max_batch)
@@ -104,54 +125,85 @@ class Batcher:
         self.monitor = monitor
         self.budget_s = float(budget_ms) / 1000.0
         fixed = session.inputs[0].fixed_batch if session.inputs else None
-        # inputs and outputs whose samples are off axis 0 (--batch-axis at build time)
-        self._axes = {s.name: getattr(s, "batch_axis", 0) for s in session.inputs}
-        self._out_axes = [getattr(s, "batch_axis", 0) for s in getattr(session, "outputs", [])]
         self._one_per_batch = fixed is not None and fixed > 1  # cannot concatenate requests
-        self._queue: queue.Queue = queue.Queue(maxsize=self.queue_size)
+        # None until learned: the manifest's shapes, else a probe at the first request
+        self.outputs_per_row: bool | None = per_row_from_shapes(session.inputs, session.outputs)
+        self.run_timeout_s = run_timeout_s
+        self._runner = TimedRunner() if run_timeout_s is not None else None
+        self._pending: collections.deque[_Request] = collections.deque()
         self._carry: collections.deque[_Request] = collections.deque()
+        self._inflight: list[_Request] = []
         self._lock = threading.Lock()
+        self._not_empty = threading.Condition(self._lock)
+        self._not_full = threading.Condition(self._lock)
         self._closed = False
+        self._dead: BaseException | None = None  # why the worker stopped, if it did
         self._policy: BatchPolicy | None = None
         self.policy_changes: list[tuple[float, BatchPolicy]] = []
         self._per_row: float | None = None  # moving average of batch time per row
         self._next_start = 0.0
+        # an input or output may keep its samples off axis 0 (--batch-axis: a recurrent state)
+        self._axes = {sp.name: getattr(sp, "batch_axis", 0) for sp in session.inputs}
+        self._out_axes = [getattr(sp, "batch_axis", 0) for sp in getattr(session, "outputs", [])]
+        self._arrivals = ArrivalTracker()  # whether waiting for companions pays (arrivals.py)
         self._request_seconds: collections.deque[float] = collections.deque(maxlen=4096)
-        self._arrivals = ArrivalTracker()  # the wait decision (edgekit/arrivals.py)
         self.batches = 0
         self.failed_batches = 0
         self.completed = 0
         self.failed = 0
+        self.retried_batches = 0
+        self.timeouts = 0
         self._thread = threading.Thread(target=self._run, name="edgekit-batcher", daemon=True)
         self._thread.start()
         _LIVE.add(self)
 
     # -- callers ----------------------------------------------------------------------
-    def submit(self, x: Any) -> Future:
+    def submit(self, x: Any, block: bool = True, timeout: float | None = None) -> Future:
+        """Queue one request. A full queue makes the caller wait for room (``block``; at most
+        ``timeout`` seconds, then ``QueueFullError``) or, with ``block=False``, raises
+        ``QueueFullError`` at once."""
         feeds = self.session.prepare_feeds(x)  # bad input fails in the caller, not the batch
         future: Future = Future()
         request = _Request(feeds, future, self._axes)
-        with self._lock:
-            if self._closed:
-                raise UserError("submit() after close(): the model is closed (expected an "
-                                "open model; load it again)")
-            try:
-                self._queue.put_nowait(request)
-            except queue.Full:
-                raise QueueFullError(
-                    f"request queue is full ({self.queue_size} waiting; expected fewer): "
-                    "slow down, retry later, or load with a larger queue_size"
-                ) from None
+        deadline = None if timeout is None else time.perf_counter() + max(0.0, timeout)
+        with self._not_full:
+            while True:
+                self._check_open()
+                if len(self._pending) < self.queue_size:
+                    break
+                remaining = None if deadline is None else deadline - time.perf_counter()
+                if not block or (remaining is not None and remaining <= 0):
+                    waited = "" if not block else f" after waiting {timeout} s"
+                    raise QueueFullError(
+                        f"request queue is full ({self.queue_size} waiting; expected fewer)"
+                        f"{waited}: slow down, retry later, or load with a larger queue_size")
+                self._not_full.wait(remaining)
+            self._pending.append(request)
+            self._not_empty.notify()
         return future
 
-    def close(self) -> None:
-        """Stop taking requests, run every queued one, then stop the worker."""
+    def _check_open(self) -> None:
+        if self._dead is not None:
+            raise BatcherDeadError(f"the batcher's worker stopped ({self._dead!r}); expected "
+                                   "a running batcher: load the model again") from self._dead
+        if self._closed:
+            raise ModelClosedError("submit() after close(): the model is closed (expected an "
+                                   "open model; load it again)")
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop taking requests, run every queued one, then stop the worker. With
+        ``timeout``, requests still queued after that many seconds fail (``ModelClosedError``)."""
         with self._lock:
-            if self._closed:
-                return
             self._closed = True
-        self._queue.put(_STOP)  # after every accepted request (FIFO)
-        self._thread.join()
+            self._not_empty.notify_all()
+            self._not_full.notify_all()  # blocked submitters raise ModelClosedError
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+        if self._thread.is_alive():
+            self._fail_pending(ModelClosedError(
+                f"the model was closed before this request ran (close waited {timeout} s)"))
+        if self._runner is not None:
+            self._runner.stop()
 
     @property
     def closed(self) -> bool:
@@ -169,41 +221,71 @@ class Batcher:
     def _limit(self, policy: BatchPolicy) -> int:
         limit = policy.max_batch
         if self._per_row:  # keep the batch's own run time inside the latency budget
-            fits = int((0.8 * self.budget_s - policy.max_wait_s) / self._per_row)
-            limit = max(1, min(limit, fits))
+            fits = (0.8 * self.budget_s - policy.max_wait_s) / self._per_row
+            if math.isfinite(fits):  # a NaN budget must not stop the worker
+                limit = max(1, min(limit, int(fits)))
         return limit
 
+    def _take(self, deadline: float | None) -> _Request | None:
+        """The oldest queued request; None once closed and empty, or at ``deadline``."""
+        with self._not_empty:
+            while not self._pending:
+                if self._closed:
+                    return None
+                remaining = None if deadline is None else deadline - time.perf_counter()
+                if remaining is not None and remaining <= 0:
+                    return None
+                self._not_empty.wait(remaining)
+            request = self._pending.popleft()
+            self._not_full.notify()
+            return request
+
     def _run(self) -> None:
-        stopping = False
+        try:
+            self._loop()
+        except BaseException as exc:  # noqa: BLE001 - nothing may be lost: fail, then report
+            with self._lock:
+                self._dead = exc
+                self._not_full.notify_all()
+            self._fail_pending(BatcherDeadError(
+                f"the batcher's worker stopped on {type(exc).__name__}: {exc} (a bug to "
+                "report); this request did not run"))
+
+    def _fail_pending(self, error: EdgekitError) -> None:
+        with self._lock:
+            requests = [*self._inflight, *self._carry, *self._pending]
+            self._carry.clear()
+            self._pending.clear()
+            self._not_full.notify_all()
+        for request in requests:
+            if not request.future.done():
+                try:
+                    request.future.set_exception(error)
+                except InvalidStateError:  # finished by the worker meanwhile
+                    pass
+
+    def _loop(self) -> None:
         while True:
-            if self._carry:
-                first = self._carry.popleft()
-            elif stopping:
+            first = self._carry.popleft() if self._carry else self._take(None)
+            if first is None:
                 return
-            else:
-                first = self._queue.get()
-                if first is _STOP:
-                    stopping = True
-                    continue
+            self._inflight = [first]
+            if self.outputs_per_row is None and not self._one_per_batch:
+                self.outputs_per_row = probe_per_row(self._call, first.feeds)
             policy = self.current_policy()
-            limit = first.rows if self._one_per_batch else self._limit(policy)
-            items, rows = [first], first.rows
+            joinable = self.outputs_per_row and not self._one_per_batch
+            limit = self._limit(policy) if joinable else first.rows
+            items, rows = self._inflight, first.rows
             deadline = min(max(first.t + policy.max_wait_s, self._next_start),
                            first.t + policy.max_delay_s)
             self._arrivals.observe(first.t)
-            step = self._arrivals.step_s(policy.max_wait_s)  # edgekit/arrivals.py
+            step = self._arrivals.step_s(policy.max_wait_s)  # None: no companion is likely
             last = first.t
-            while rows < limit and not stopping:
+            while rows < limit:
                 until = deadline if step is None else min(deadline, max(last + step,
                                                                        self._next_start))
-                remaining = until - time.perf_counter()
-                try:
-                    item = (self._queue.get(timeout=remaining) if remaining > 0
-                            else self._queue.get_nowait())
-                except queue.Empty:
-                    break
-                if item is _STOP:
-                    stopping = True
+                item = self._take(until)
+                if item is None:
                     break
                 self._arrivals.observe(item.t)
                 last = max(last, item.t)
@@ -215,9 +297,26 @@ class Batcher:
                 items.append(item)
                 rows += item.rows
             self._execute(items, rows, policy)
+            self._inflight = []
+
+    def _call(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        if self._runner is None or self.run_timeout_s is None:
+            return self.session.run_feeds(feeds)
+        try:
+            return self._runner.call(self.session.run_feeds, feeds, self.run_timeout_s)
+        except TimeoutError:
+            self.timeouts += 1
+            old = self.session.backend
+            stopped = old.terminate()
+            self.session.swap(self.session.make_backend(old.options), close=stopped)
+            raise RunTimeoutError(
+                f"{self.session.runtime} ran longer than run_timeout_s={self.run_timeout_s} "
+                f"on input {_describe(feeds)}; the session was replaced"
+                f"{'' if stopped else ' (the runtime cannot stop a run: it goes on)'}"
+            ) from None
 
     def _execute(self, items: list[_Request], rows: int, policy: BatchPolicy) -> None:
-        live = [r for r in items if r.future.set_running_or_notify_cancel()]
+        live = [r for r in items if _start(r.future)]
         if not live:
             return
         batch_id = self.batches
@@ -226,42 +325,72 @@ class Batcher:
         t0 = time.perf_counter()
         try:
             if len(live) == 1:
-                feeds = live[0].feeds
+                outputs = self._call(live[0].feeds)
             else:
-                feeds = {name: np.concatenate([r.feeds[name] for r in live],
-                                              axis=self._axes.get(name, 0))
-                         for name in live[0].feeds}
-            outputs = self.session.run_feeds(feeds)
-        except Exception as exc:
-            error = InternalError(
-                f"batch {batch_id} ({len(live)} requests, {rows} rows) failed in "
-                f"{self.session.runtime}: {exc}"
-            )
-            error.__cause__ = exc
-            for request in live:
-                request.future.batch_id = batch_id
-                request.future.set_exception(error)
+                outputs = self._call({name: np.concatenate([r.feeds[name] for r in live],
+                                                           axis=self._axes.get(name, 0))
+                                      for name in live[0].feeds})
+                _check_rows(outputs, rows, self.session.runtime, self._out_axes)
+        except Exception as exc:  # noqa: BLE001 - reported through the futures
             self.failed_batches += 1
-            self.failed += len(live)
             self._next_start = time.perf_counter()
+            if len(live) == 1:
+                self._fail(live[0], batch_id, exc)
+            else:  # find the bad request: each runs alone, only it fails
+                self.retried_batches += 1
+                for request in live:
+                    self._execute_alone(request, batch_id)
             return
         t1 = time.perf_counter()
         per_row = (t1 - t0) / max(1, rows)
         self._per_row = per_row if self._per_row is None else 0.8 * self._per_row + 0.2 * per_row
         self._next_start = t1 + policy.gap * (t1 - t0)
-        offset = 0
-        for request in live:
-            part = [o[offset:offset + request.rows] if not self._out_axis(j) else
-                    np.take(o, range(offset, offset + request.rows), axis=self._out_axis(j))
-                    for j, o in enumerate(outputs)]
-            offset += request.rows
-            request.future.batch_id = batch_id
-            request.future.set_result(self.session.format_outputs(part))
-            self._request_seconds.append(t1 - request.t)
-        self.completed += len(live)
+        if len(live) == 1:  # whole outputs: right for any model, per-row or not
+            self._succeed(live[0], batch_id, outputs, t1)
+        else:
+            offset = 0
+            for request in live:
+                self._succeed(request, batch_id,
+                              [np.take(o, range(offset, offset + request.rows),
+                                       axis=self._out_axis(j)) if self._out_axis(j) else
+                               o[offset:offset + request.rows] for j, o in enumerate(outputs)], t1)
+                offset += request.rows
 
     def _out_axis(self, index: int) -> int:
         return self._out_axes[index] if index < len(self._out_axes) else 0
+
+    def _execute_alone(self, request: _Request, batch_id: int) -> None:
+        try:
+            outputs = self._call(request.feeds)
+        except Exception as exc:  # noqa: BLE001 - reported through the future
+            self._fail(request, batch_id, exc)
+        else:
+            self._succeed(request, batch_id, outputs, time.perf_counter())
+
+    def _succeed(self, request: _Request, batch_id: int, outputs: list[np.ndarray],
+                 t1: float) -> None:
+        request.future.batch_id = batch_id
+        try:
+            request.future.set_result(self.session.format_outputs(outputs))
+        except InvalidStateError:  # failed meanwhile by close(timeout=...)
+            return
+        self._request_seconds.append(t1 - request.t)
+        self.completed += 1
+
+    def _fail(self, request: _Request, batch_id: int, exc: Exception) -> None:
+        if not isinstance(exc, EdgekitError):
+            error: EdgekitError = InternalError(
+                f"batch {batch_id}: {self.session.runtime} failed on input "
+                f"{_describe(request.feeds)}: {type(exc).__name__}: {exc}")
+            error.__cause__ = exc
+        else:
+            error = exc
+        request.future.batch_id = batch_id
+        try:
+            request.future.set_exception(error)
+        except InvalidStateError:  # failed meanwhile by close(timeout=...)
+            return
+        self.failed += 1
 
     # -- metrics ----------------------------------------------------------------------
     def info(self) -> dict[str, Any]:
@@ -269,11 +398,36 @@ class Batcher:
         return {
             "state": policy.state, "max_batch": policy.max_batch,
             "max_wait_ms": round(policy.max_wait_s * 1e3, 3), "idle_gap": policy.gap,
-            "queued": self._queue.qsize(), "batches": self.batches,
+            "queued": len(self._pending), "batches": self.batches,
             "failed_batches": self.failed_batches, "completed": self.completed,
-            "failed": self.failed, "policy_changes": len(self.policy_changes),
+            "failed": self.failed, "retried_batches": self.retried_batches,
+            "timeouts": self.timeouts, "outputs_per_row": self.outputs_per_row,
+            "alive": self._thread.is_alive() and self._dead is None,
+            "policy_changes": len(self.policy_changes),
             "request_latency_ms": percentiles_ms(list(self._request_seconds)),
         }
+
+
+def _start(future: Future) -> bool:
+    """Mark a future running; False when it was cancelled or already failed (close)."""
+    try:
+        return not future.done() and future.set_running_or_notify_cancel()
+    except RuntimeError:  # failed by close(timeout=...) between the two calls
+        return False
+
+
+def _check_rows(outputs: list[np.ndarray], rows: int, runtime: str,
+                axes: list[int] | None = None) -> None:
+    """Splitting by rows is only right when every output has one row per input row."""
+    for i, output in enumerate(outputs):
+        axis = axes[i] if axes and i < len(axes) else 0
+        if output.ndim <= axis or output.shape[axis] != rows:
+            raise InferenceError(f"{runtime}: output {i} of a {rows}-row batch has shape "
+                                 f"{list(output.shape)}; expected {rows} rows to split")
+
+
+def _describe(feeds: dict[str, np.ndarray]) -> str:
+    return ", ".join(f"{name} {describe_array(a)}" for name, a in feeds.items())
 
 
 # Finish queued requests before the interpreter tears down (a daemon worker inside a

@@ -103,3 +103,22 @@ class InternalError(EdgekitError):
     """Something went wrong that is not the user's fault: a bug to report."""
 
     exit_code = 1
+
+
+# -- running a loaded model ---------------------------------------------------------------
+class ModelClosedError(UserError):
+    """``predict``/``submit`` on a model (or a backend) after ``close()``."""
+
+
+class InferenceError(InternalError):
+    """The runtime failed while running one input (the message names the runtime and the
+    input; ``__cause__`` is the runtime's own exception)."""
+
+
+class RunTimeoutError(InferenceError):
+    """One run exceeded ``run_timeout_s``; the request failed and the session was replaced."""
+
+
+class BatcherDeadError(InternalError):
+    """The batcher's worker stopped on an unexpected error: pending requests fail with this,
+    and ``submit`` raises it (load the model again)."""

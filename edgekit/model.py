@@ -18,11 +18,16 @@ import numpy as np
 from edgekit.artifact import Artifact, read_artifact
 from edgekit.backends import Backend, BackendOptions, TensorSpec, backends_for, by_name
 from edgekit.batcher import Batcher
-from edgekit.errors import InputError, RuntimeUnavailableError, UserError
+from edgekit.errors import (
+    EdgekitError,
+    InputError,
+    ModelClosedError,
+    RuntimeUnavailableError,
+)
 from edgekit.manifest import Manifest, ModelEntry
 from edgekit.policy import TunerOptions
 from edgekit.power import PowerMonitor, Thresholds
-from edgekit.session import RuntimeOptions, Session
+from edgekit.session import RuntimeOptions, Session, all_finite, check_array, inference_error
 from edgekit.stats import SAMPLE_BELOW_S, SAMPLE_STRIDE, Recorder, StatsParts, model_stats
 from edgekit.tuner import ThreadTuner
 
@@ -85,7 +90,8 @@ class Model:
         self.inputs = [TensorSpec.from_manifest(e.data) for e in self.spec.inputs]
         self.outputs = [TensorSpec.from_manifest(e.data) for e in self.spec.outputs]
         self.session = Session(artifact.read(entry.path), entry, backend_class,
-                               self.inputs, self.outputs)
+                               self.inputs, self.outputs, options.allow_nonfinite)
+        self._check_finite = not options.allow_nonfinite
         self.policy = options.policy
         self._recorder: Recorder = self.session.recorder  # predict's fast path: one lookup
         self._skip = 0  # predict calls left untimed before the next timed one
@@ -187,18 +193,26 @@ class Model:
             # model every attribute lookup here shows, so the live backend's run and thread
             # count are one tuple (stored as one on every Session.swap), and only one call
             # in SAMPLE_STRIDE is timed while calls are fast (see edgekit/stats.py).
+            # NaN/inf would be quantized silently: one dot product finds them (all_finite)
+            if self._check_finite and not all_finite(x):
+                check_array(self.inputs[0], x)  # raises the InputError naming the input
             run, threads = self._fast  # type: ignore[misc]  # set before any predict
             skip = self._skip
-            if skip:
-                self._skip = skip - 1
-                results = run({self._fast_name: x})
-            else:
-                t0 = perf_counter()
-                results = run({self._fast_name: x})
-                t1 = perf_counter()
-                stride = SAMPLE_STRIDE if t1 - t0 < SAMPLE_BELOW_S else 1
-                self._skip = stride - 1
-                self._recorder.add(t0, t1, x.shape[0], threads, stride)
+            try:  # free in CPython 3.11 while nothing raises
+                if skip:
+                    self._skip = skip - 1
+                    results = run({self._fast_name: x})
+                else:
+                    t0 = perf_counter()
+                    results = run({self._fast_name: x})
+                    t1 = perf_counter()
+                    stride = SAMPLE_STRIDE if t1 - t0 < SAMPLE_BELOW_S else 1
+                    self._skip = stride - 1
+                    self._recorder.add(t0, t1, x.shape[0], threads, stride)
+            except EdgekitError:
+                raise
+            except Exception as exc:  # the runtime's own types: one typed error
+                raise inference_error(self.runtime, {self._fast_name: x}, exc) from exc
         else:
             if type(x) is _NDARRAY and x.dtype == np.uint8 and len(self.inputs) == 1:
                 return self.predict_pixels(x)
@@ -221,13 +235,16 @@ class Model:
                                              self.options.monitor_interval_s).start()
             return self._monitor
 
-    def submit(self, x: np.ndarray | dict[str, np.ndarray]) -> Any:
-        """Queue one request for the batcher; returns a ``concurrent.futures.Future``."""
+    def submit(self, x: np.ndarray | dict[str, np.ndarray], block: bool = True,
+               timeout: float | None = None) -> Any:
+        """Queue one request for the batcher; returns a ``concurrent.futures.Future``.
+        A full queue makes the caller wait (``block``, up to ``timeout`` seconds) or, with
+        ``block=False``, raises ``QueueFullError`` at once."""
         batcher = self._batcher
         if batcher is None:
             if self._closed:
-                raise UserError("submit() after close(): the model is closed (expected an "
-                                "open model; load it again)")
+                raise ModelClosedError("submit() after close(): the model is closed (expected "
+                                       "an open model; load it again)")
             o = self.options
             monitor = self.power_monitor() if o.power_aware else None
             with self._lock:
@@ -236,9 +253,10 @@ class Model:
                         self.session, policy=self.policy,
                         budget_ms=self.spec.target.profile.budgets.latency_ms,
                         max_batch=o.max_batch, max_wait_ms=o.max_wait_ms,
-                        queue_size=o.queue_size, monitor=monitor)
+                        queue_size=o.queue_size, monitor=monitor,
+                        run_timeout_s=o.run_timeout_s)
                 batcher = self._batcher
-        return batcher.submit(x)
+        return batcher.submit(x, block, timeout)
 
     def stats(self) -> dict[str, Any]:
         """Latency percentiles, throughput, batch sizes, threads, power state, energy.
@@ -297,6 +315,7 @@ class Model:
         if self._closed:
             return
         self._closed = True
+        self._fast_shapes = set()  # predict takes the checked path, which raises once closed
         if self._batcher is not None:
             self._batcher.close()
         if self._tuner is not None:
@@ -304,6 +323,7 @@ class Model:
         if self._monitor is not None:
             self._monitor.stop()
         self.session.close()
+        self._on_swap(self.session.backend)  # predict's fast path: the closed run, which raises
 
     def __enter__(self) -> Model:
         return self
@@ -323,8 +343,9 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
          *, policy: str = "balanced", allow_spinning: bool = True, power_root: str = "/",
          tuner: TunerOptions | dict[str, Any] | None = None, monitor_interval_s: float = 2.0,
          max_batch: int = 8, max_wait_ms: float | None = None, queue_size: int = 1024,
-         power_aware: bool = True, trusted_keys: Iterable[KeySpec] | KeySpec | None = None
-         ) -> Model:
+         power_aware: bool = True, allow_nonfinite: bool = False,
+         run_timeout_s: float | None = None,
+         trusted_keys: Iterable[KeySpec] | KeySpec | None = None) -> Model:
     """Load and verify a ``.edgekit`` artifact (the options: ``edgekit.RuntimeOptions``).
 
     ``backend`` forces a runtime (``onnxruntime``, ``litert``, ``tflite-runtime``); by
@@ -333,7 +354,9 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
     and latency changes; ``policy`` = ``"balanced"`` | ``"latency"`` | ``"efficiency"``;
     ``tuner``: ``TunerOptions`` or a dict of its fields). ``allow_spinning``: onnxruntime
     spin-waits between ops (off for ``efficiency``). ``power_root``: where sysfs and proc
-    are. For ``submit``: ``max_batch``, ``max_wait_ms``, ``queue_size``, ``power_aware``.
+    are. For ``submit``: ``max_batch``, ``max_wait_ms``, ``queue_size``, ``power_aware``,
+    ``run_timeout_s`` (a longer run fails its request and replaces the session).
+    ``allow_nonfinite``: run NaN / inf inputs instead of raising ``InputError``.
     ``trusted_keys``: public key files, folders of ``*.pub`` files or ``PublicKey``
     objects; with those of ``$EDGEKIT_TRUSTED_KEYS`` and the device's trusted-key folders
     (``edgekit.trust``) they are the keys trusted to sign artifacts. When any key is
@@ -343,7 +366,8 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
     options = RuntimeOptions.build(
         threads=threads, tuner=tuner, policy=policy, allow_spinning=allow_spinning,
         power_root=power_root, monitor_interval_s=monitor_interval_s, max_batch=max_batch,
-        max_wait_ms=max_wait_ms, queue_size=queue_size, power_aware=power_aware)
+        max_wait_ms=max_wait_ms, queue_size=queue_size, power_aware=power_aware,
+        allow_nonfinite=allow_nonfinite, run_timeout_s=run_timeout_s)
     from edgekit.trust import discover_trusted_keys
 
     return Model(read_artifact(path, discover_trusted_keys(trusted_keys)), backend=backend,

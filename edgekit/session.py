@@ -7,6 +7,7 @@ Also ``RuntimeOptions``: every option ``edgekit.load`` takes, in one frozen reco
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from time import perf_counter
@@ -15,7 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from edgekit.backends import Backend, BackendOptions, TensorSpec
-from edgekit.errors import InputError, UserError
+from edgekit.errors import EdgekitError, InferenceError, InputError, UserError
 from edgekit.manifest import ModelEntry
 from edgekit.policy import TunerOptions, check_policy, tuner_options
 from edgekit.stats import Recorder
@@ -37,6 +38,9 @@ class RuntimeOptions:
     max_wait_ms: float | None = None  # submit(): wait for more requests (None: by policy)
     queue_size: int = 1024  # submit(): requests waiting at most
     power_aware: bool = True  # submit(): batching follows the power state
+    allow_nonfinite: bool = False  # NaN / inf inputs run instead of raising InputError
+    run_timeout_s: float | None = None  # submit(): a run longer than this fails its request
+    # and the session is replaced (onnxruntime stops the run; LiteRT's is left to finish)
 
     @classmethod
     def build(cls, threads: int | str = 0, tuner: TunerOptions | dict[str, Any] | None = None,
@@ -69,6 +73,9 @@ class SessionLike(Protocol):
     @property
     def inputs(self) -> list[TensorSpec]: ...
 
+    @property
+    def outputs(self) -> list[TensorSpec]: ...
+
     def make_backend(self, options: BackendOptions) -> Backend: ...
 
     def swap(self, backend: Backend, close: bool = True) -> Backend: ...
@@ -85,8 +92,10 @@ class Session:
     """One model's live backend session, its I/O contract and its execution recorder."""
 
     def __init__(self, model_bytes: bytes, entry: ModelEntry, backend_class: type[Backend],
-                 inputs: list[TensorSpec], outputs: list[TensorSpec]) -> None:
+                 inputs: list[TensorSpec], outputs: list[TensorSpec],
+                 allow_nonfinite: bool = False) -> None:
         self.entry = entry
+        self.allow_nonfinite = allow_nonfinite
         self.backend_class = backend_class
         self.inputs = inputs
         self.outputs = outputs
@@ -157,7 +166,8 @@ class Session:
                 + (f"; missing {missing}" if missing else "")
                 + (f"; unknown {extra}" if extra else "")
             )
-        return {spec.name: check_array(spec, x[spec.name]) for spec in self.inputs}
+        finite = not self.allow_nonfinite
+        return {spec.name: check_array(spec, x[spec.name], finite) for spec in self.inputs}
 
     def run_feeds(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Run validated feeds; a fixed batch-1 model runs a larger batch row by row."""
@@ -169,15 +179,20 @@ class Session:
                  else 1)
         fixed = self.fixed_batch
         t0 = perf_counter()
-        if fixed is None or batch == fixed:
-            results = backend.run(feeds)
-        else:  # each row on its input's batch axis (one shared row, e.g. a sample rate,
-            # goes to every row); outputs joined on their batch axes
-            rows = [backend.run({k: np.take(v, [i if v.shape[axes.get(k, 0)] > 1 else 0],
-                                            axis=axes.get(k, 0))
-                                 for k, v in feeds.items()}) for i in range(batch)]
-            results = [np.concatenate([r[j] for r in rows], axis=spec.batch_axis)
-                       for j, spec in enumerate(self.outputs)]
+        try:
+            if fixed is None or batch == fixed:
+                results = backend.run(feeds)
+            else:  # each row on its input's batch axis (one shared row, e.g. a sample rate,
+                # goes to every row); outputs joined on their batch axes
+                rows = [backend.run({k: np.take(v, [i if v.shape[axes.get(k, 0)] > 1 else 0],
+                                                axis=axes.get(k, 0))
+                                     for k, v in feeds.items()}) for i in range(batch)]
+                results = [np.concatenate([r[j] for r in rows], axis=spec.batch_axis)
+                           for j, spec in enumerate(self.outputs)]
+        except EdgekitError:
+            raise
+        except Exception as exc:  # the runtime's own exception types: one typed error
+            raise inference_error(backend.name, feeds, exc) from exc
         # hot-path bookkeeping for stats() and the tuner: four numbers into a ring buffer
         self.recorder.add(t0, perf_counter(), batch, backend.options.threads)
         return results
@@ -188,7 +203,28 @@ class Session:
         return {spec.name: value for spec, value in zip(self.outputs, results, strict=True)}
 
 
-def check_array(spec: TensorSpec, value: Any) -> np.ndarray:
+def inference_error(runtime: str, feeds: dict[str, np.ndarray], exc: BaseException
+                    ) -> InferenceError:
+    """The typed error for a runtime failure, naming the runtime and the input it ran."""
+    described = ", ".join(f"{name} {describe_array(a)}" for name, a in feeds.items())
+    return InferenceError(f"{runtime} failed running input {described}: "
+                          f"{type(exc).__name__}: {exc}")
+
+
+def describe_array(a: np.ndarray) -> str:
+    return f"{a.dtype}{_dims(a.shape)}"
+
+
+def all_finite(array: np.ndarray) -> bool:
+    """True when no element is NaN or infinite. One BLAS dot product on the common path
+    (~2 us on 784 floats, a third of ``np.isfinite(x).all()``); only when the sum of
+    squares is not finite (a NaN, an inf, or |x| beyond ~1e19) is each element checked."""
+    return math.isfinite(np.vdot(array, array)) or bool(np.isfinite(array).all())
+
+
+def check_array(spec: TensorSpec, value: Any, finite: bool = True) -> np.ndarray:
+    """The input as a float32 contiguous array, or ``InputError``: wrong dtype or shape,
+    no element, or (when ``finite``) a NaN or infinite element."""
     array = np.asarray(value)
     passed = not spec.dtype.startswith("float")  # ids, masks, sample rates: fed as they are
     if passed and array.dtype.kind not in "iub":
@@ -214,9 +250,16 @@ def check_array(spec: TensorSpec, value: Any) -> np.ndarray:
                 f"{' ' + spec.layout if spec.layout else ''}, got {_dims(array.shape)} "
                 f"(axis {axis}: expected {want}, got {got})"
             )
+    if array.size == 0:  # every runtime treats this differently: refuse it alike
+        raise InputError(f"input {spec.name!r}: expected at least one element, got shape "
+                         f"{_dims(array.shape)}")
     want = np.dtype(spec.dtype) if passed else np.float32
     if array.dtype != want:
         array = array.astype(want)
+    if finite and not passed and not all_finite(array):
+        bad = int(np.size(array) - np.count_nonzero(np.isfinite(array)))
+        raise InputError(f"input {spec.name!r}: expected finite values, got {bad} NaN or "
+                         "infinite element(s) (load with allow_nonfinite=True to run them)")
     return np.ascontiguousarray(array)
 
 

@@ -199,12 +199,15 @@ def verify_artifact(path: str | os.PathLike[str] | Artifact, backend: str | None
         model.close()
         for j, out_spec in enumerate(manifest["outputs"]):
             name = out_spec["name"]
-            expected = vectors[f"out/{fmt}/{name}"][:count]
+            # samples on the output's batch axis (a recurrent state keeps them on axis 1)
+            axis = int(out_spec.get("batch_axis", 0))
+            expected = np.moveaxis(vectors[f"out/{fmt}/{name}"], axis, 0)[:count]
             # a model's own output quantization ({scale, zero_point}) wins over the manifest's
             own_q = entry.get("outputs_quantization", {}).get(name)
             spec_q = {"quantization": own_q} if own_q else out_spec
             step = tolerance(spec_q, expected)
-            got = np.concatenate([g[j] for g in got_all]).astype(np.float64)
+            got = np.moveaxis(np.concatenate([g[j] for g in got_all], axis=axis), axis, 0
+                              ).astype(np.float64)
             quantized = bool((spec_q.get("quantization") or {}).get("scale"))
             bounds = spec.test_vectors.for_output(name) if spec.test_vectors else ONE_STEP
             dist, reason = judge(name, got, expected, step, quantized, bounds)

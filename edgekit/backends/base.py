@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
+
+from edgekit.errors import ModelClosedError
 
 
 @dataclass(frozen=True)
@@ -98,5 +101,20 @@ class Backend(ABC):
         """Run one batch. ``feeds`` are validated arrays in the manifest's dtype and layout;
         the result lists outputs in manifest order, as float arrays."""
 
-    def close(self) -> None:  # noqa: B027 - optional hook
-        """Release native resources."""
+    def close(self) -> None:
+        """Release native resources; from now on ``run`` raises ``ModelClosedError`` (the
+        same on every runtime). Subclasses free their session, then call this."""
+        self.run = _closed_run(self.name)  # type: ignore[method-assign]
+
+    def terminate(self) -> bool:
+        """Ask a run in progress on another thread to stop (a run timeout); True when the
+        runtime can (onnxruntime), False when the run is left to finish (LiteRT)."""
+        return False
+
+
+def _closed_run(runtime: str) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
+    def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        raise ModelClosedError(f"the {runtime} session is closed (expected an open model; "
+                               "load it again)")
+
+    return run

@@ -172,6 +172,7 @@ class _TFLiteBackend(Backend):
 
     def close(self) -> None:
         self.interpreter = None
+        super().close()
 
 
 def _guess_perm(manifest_shape: tuple, model_shape: tuple[int, ...]) -> tuple[int, ...]:

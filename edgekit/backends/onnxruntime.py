@@ -59,9 +59,12 @@ class OnnxRuntimeBackend(Backend):
         # falls back between execution providers (we only use the CPU one). The C++ run
         # checks names, shapes and types itself; bind it once, with the output names, so
         # that ``backend.run(feeds)`` is one small frame around the C call.
+        # one RunOptions for every run: terminate() flags it from another thread
+        self._run_options = ort.RunOptions()
         native = getattr(getattr(self.session, "_sess", None), "run", None)
         if callable(native):
-            self.run = _bind(native, self.session, self._output_names)  # type: ignore[method-assign]
+            self.run = _bind(native, self.session, self._output_names,  # type: ignore[method-assign]
+                             self._run_options)
 
     @classmethod
     def available(cls) -> bool:
@@ -79,11 +82,20 @@ class OnnxRuntimeBackend(Backend):
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         # only used when the native session is not reachable (see __init__)
-        return self.session.run(self._output_names, feeds)
+        return self.session.run(self._output_names, feeds, self._run_options)
+
+    def terminate(self) -> bool:
+        # onnxruntime checks the flag between nodes (and inside Loop/Scan bodies)
+        self._run_options.terminate = True
+        return True
+
+    def close(self) -> None:
+        self.session = None
+        super().close()
 
 
-def _bind(native: Any, session: Any, output_names: list[str]) -> Any:
-    """``run(feeds)`` calling the C++ session directly (run options: none).
+def _bind(native: Any, session: Any, output_names: list[str], run_options: Any) -> Any:
+    """``run(feeds)`` calling the C++ session directly (with one shared ``RunOptions``).
 
     ``_sess.run(output_names, feeds, run_options)`` is onnxruntime's internal call; should a
     release change it (TypeError), or a feed be of a type only the wrapper converts, the
@@ -92,8 +104,8 @@ def _bind(native: Any, session: Any, output_names: list[str]) -> Any:
 
     def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         try:
-            return native(output_names, feeds, None)
+            return native(output_names, feeds, run_options)
         except TypeError:
-            return session.run(output_names, feeds)
+            return session.run(output_names, feeds, run_options)
 
     return run

@@ -1,0 +1,68 @@
+"""Legal ONNX models that break a naive batcher, packed as ``.edgekit`` artifacts.
+
+* ``batch_mean``  y[1, 3] = mean over the batch of x[N, 3]      (rows cannot be split)
+* ``batch_mix``   y[N, 3] = x - mean over the batch             (rows follow, values mix)
+* ``scalar``      y[] = sum of x                                (no batch axis at all)
+* ``endless``     y = 2 x after x[0, 0] iterations of a Loop    (x[0, 0] = 1e12: never ends)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from edgekit.artifact import write_artifact
+
+from .runtime_models import _onnx_model, minimal_manifest
+
+FEATURES = 3
+
+
+def hostile_onnx(kind: str) -> tuple[bytes, list]:
+    """The model's bytes and its output shape (as the manifest states it)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", FEATURES])
+    if kind == "batch_mean":
+        nodes = [helper.make_node("ReduceMean", ["x"], ["y"], axes=[0], keepdims=1)]
+        shape: list = [1, FEATURES]
+    elif kind == "batch_mix":
+        nodes = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[0], keepdims=1),
+                 helper.make_node("Sub", ["x", "m"], ["y"])]
+        shape = ["N", FEATURES]
+    elif kind == "scalar":
+        nodes = [helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0)]
+        shape = []
+    elif kind == "endless":
+        body = helper.make_graph(
+            [helper.make_node("Identity", ["c_in"], ["c_out"]),
+             helper.make_node("Identity", ["v_in"], ["v_out"])], "body",
+            [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+             helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+             helper.make_tensor_value_info("v_in", TensorProto.FLOAT, ["N", FEATURES])],
+            [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+             helper.make_tensor_value_info("v_out", TensorProto.FLOAT, ["N", FEATURES])])
+        nodes = [
+            helper.make_node("ReduceMax", ["x"], ["top"], keepdims=0),
+            helper.make_node("Cast", ["top"], ["trips"], to=TensorProto.INT64),
+            helper.make_node("Loop", ["trips", "true", "x"], ["v"], body=body),
+            helper.make_node("Add", ["v", "v"], ["y"]),
+        ]
+        shape = ["N", FEATURES]
+        inits = [numpy_helper.from_array(np.array(True), "true")]
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)
+        return _onnx_model(nodes, [x], [y], inits), shape
+    else:
+        raise ValueError(kind)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)
+    return _onnx_model(nodes, [x], [y], []), shape
+
+
+def hostile_artifact(path: Path, kind: str) -> Path:
+    model, shape = hostile_onnx(kind)
+    manifest = minimal_manifest(
+        "host", inputs=[{"name": "x", "shape": ["N", FEATURES], "dtype": "float32"}],
+        outputs=[{"name": "y", "shape": shape, "dtype": "float32"}], model_bytes=len(model))
+    write_artifact(path, manifest, {"model.onnx": model})
+    return path

@@ -1,0 +1,133 @@
+"""The batcher against legal models that break naive batching, a dying worker, a wedged run
+and a full queue (real onnxruntime sessions; hostile models in hostile_models.py)."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import edgekit
+from edgekit.errors import BatcherDeadError, ModelClosedError, QueueFullError, RunTimeoutError
+
+from .hostile_models import FEATURES, hostile_artifact
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("hostile")
+    return {k: hostile_artifact(root / f"{k}.edgekit", k)
+            for k in ("batch_mean", "batch_mix", "scalar", "endless")}
+
+
+def inputs(n: int, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.random((1 + i % 2, FEATURES), dtype=np.float32) for i in range(n)]
+
+
+@pytest.mark.parametrize("kind", ["batch_mean", "batch_mix", "scalar"])
+def test_models_whose_outputs_are_not_per_row_run_one_request_per_call(
+        hostile: dict[str, Path], kind: str, tmp_path: Path) -> None:
+    xs = inputs(40)
+    with edgekit.load(hostile[kind], threads=1, max_batch=8, max_wait_ms=50,
+                      power_root=str(tmp_path)) as model:
+        futures = [model.submit(x) for x in xs]
+        for x, f in zip(xs, futures, strict=True):
+            np.testing.assert_allclose(f.result(timeout=30), model.predict(x), rtol=1e-6)
+        assert model.batcher.outputs_per_row is False
+        assert model.stats()["batcher"]["failed"] == 0
+
+
+def test_row_count_is_checked_before_splitting(hostile: dict[str, Path], tmp_path: Path) -> None:
+    """Even when told the outputs are per-row, a batch whose result has the wrong row count
+    is never split: its requests are retried one by one and each gets its own answer."""
+    xs = inputs(16, seed=1)
+    with edgekit.load(hostile["batch_mean"], threads=1, max_batch=8, max_wait_ms=100,
+                      power_root=str(tmp_path)) as model:
+        model.submit(xs[0]).result(timeout=30)
+        model.batcher.outputs_per_row = True  # a wrong belief: the check must still hold
+        futures = [model.submit(x) for x in xs]
+        for x, f in zip(xs, futures, strict=True):
+            np.testing.assert_allclose(f.result(timeout=30), model.predict(x), rtol=1e-6)
+        assert model.stats()["batcher"]["retried_batches"] >= 1
+
+
+def test_a_dead_worker_fails_every_pending_future_and_submit_raises(
+        hostile: dict[str, Path], tmp_path: Path) -> None:
+    xs = inputs(64, seed=2)
+    with edgekit.load(hostile["batch_mix"], threads=1, max_wait_ms=20,
+                      power_root=str(tmp_path)) as model:
+        model.submit(xs[0]).result(timeout=30)
+        batcher = model.batcher
+
+        def boom() -> None:
+            raise SystemExit("injected")  # a BaseException, as the worker must survive none
+
+        batcher.current_policy = boom  # type: ignore[method-assign]
+        futures: list[Future] = []
+        with pytest.raises(BatcherDeadError, match="SystemExit"):
+            for x in xs * 100:
+                futures.append(model.submit(x))
+        t0 = time.perf_counter()
+        for f in futures:
+            assert isinstance(f.exception(timeout=1.0), BatcherDeadError)
+        assert time.perf_counter() - t0 < 1.0
+        assert batcher.info()["alive"] is False
+        t0 = time.perf_counter()
+        model.close()
+        assert time.perf_counter() - t0 < 1.0
+
+
+def test_close_returns_under_a_full_queue_and_a_wedged_run(hostile: dict[str, Path],
+                                                           tmp_path: Path) -> None:
+    model = edgekit.load(hostile["endless"], threads=1, queue_size=4, max_batch=1,
+                         power_root=str(tmp_path))
+    wedge = np.full((1, FEATURES), 1e12, np.float32)  # a Loop of 1e12 trips
+    stuck = model.submit(wedge)
+    while model.batcher.info()["queued"]:  # the worker took it (and is stuck in it)
+        time.sleep(0.01)
+    queued = [model.submit(x, block=False) for x in inputs(4)]
+    with pytest.raises(QueueFullError, match="4 waiting"):
+        model.submit(inputs(1)[0], block=False)
+    t0 = time.perf_counter()
+    with pytest.raises(QueueFullError, match="after waiting 0.1 s"):
+        model.submit(inputs(1)[0], timeout=0.1)  # backpressure with a limit
+    assert 0.1 <= time.perf_counter() - t0 < 1.0
+    t0 = time.perf_counter()
+    model.batcher.close(timeout=0.3)
+    assert time.perf_counter() - t0 < 1.0
+    assert all(isinstance(f.exception(timeout=1), ModelClosedError) for f in queued)
+    with pytest.raises(ModelClosedError):
+        model.submit(inputs(1)[0])
+    assert model.backend.terminate()  # let the wedged onnxruntime run end
+    assert stuck.exception(timeout=10) is not None
+    model.close()
+
+
+def test_run_timeout_fails_the_request_and_replaces_the_session(hostile: dict[str, Path],
+                                                                tmp_path: Path) -> None:
+    xs = inputs(8, seed=3)
+    with edgekit.load(hostile["endless"], threads=1, run_timeout_s=0.3, max_wait_ms=20,
+                      power_root=str(tmp_path)) as model:
+        np.testing.assert_allclose(model.submit(xs[0]).result(timeout=30), 2 * xs[0])
+        before = model.backend
+        wedge = np.full((1, FEATURES), 1e12, np.float32)
+        bad = model.submit(wedge)
+        good = [model.submit(x) for x in xs]
+        assert isinstance(bad.exception(timeout=10), RunTimeoutError)
+        for x, f in zip(xs, good, strict=True):  # queued behind it, served by the new session
+            np.testing.assert_allclose(f.result(timeout=30), 2 * x)
+        assert model.backend is not before and model.stats()["batcher"]["timeouts"] >= 1
+
+
+def test_a_for_loop_of_submits_waits_for_room_by_default(hostile: dict[str, Path],
+                                                         tmp_path: Path) -> None:
+    xs = inputs(400, seed=4)
+    with edgekit.load(hostile["batch_mix"], threads=1, queue_size=8,
+                      power_root=str(tmp_path)) as model:
+        futures = [model.submit(x) for x in xs]  # 50x the queue: no QueueFullError
+        for x, f in zip(xs, futures, strict=True):
+            np.testing.assert_allclose(f.result(timeout=30), model.predict(x), rtol=1e-6)
