@@ -209,7 +209,7 @@ def save_config(ctx: click.Context, path: str) -> None:
     try:
         import tomli_w
     except ImportError as exc:
-        raise UserError("--save-config needs tomli-w: pip install 'edgekit[build]'") from exc
+        raise UserError("--save-config needs tomli-w: pip install 'edgekit-sdk[build]'") from exc
     values = ctx.params
     table: dict[str, Any] = {"source": values["source"]}
     for title, options in GROUPS.items():
