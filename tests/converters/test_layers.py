@@ -39,7 +39,7 @@ LAYERS = [
     ("contracts", ["context", "pipeline"]),
     ("helpers", ["runner", "qdq", "data", "shapes", "cache", "io_spec"]),
     ("libraries", ["estimate", "tflite", "pruning", "pytorch", "metrics", "emulation", "task_accuracy",
-                   "split_packed", "input_checks"]),
+                   "split_packed", "input_checks", "bundle", "host_speed"]),
     ("stages", ["stages"]),
     ("search", ["search"]),
     ("API", ["", "summary"]),
