@@ -37,7 +37,7 @@ def test_converters_have_no_import_cycle() -> None:
 # docs/architecture.md, "Layers": a module may import its own layer and the ones before it
 LAYERS = [
     ("contracts", ["context", "pipeline"]),
-    ("helpers", ["runner", "qdq", "data", "shapes", "cache", "io_spec"]),
+    ("helpers", ["runner", "qdq", "data", "shapes", "cache", "io_spec", "executor"]),
     ("libraries", ["estimate", "tflite", "pruning", "pytorch", "metrics", "emulation", "task_accuracy",
                    "split_packed", "input_checks", "bundle", "host_speed"]),
     ("stages", ["stages"]),
