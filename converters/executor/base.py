@@ -1,4 +1,4 @@
-"""The executor contract and the ``--executor`` spelling."""
+"""The executor contract."""
 
 from __future__ import annotations
 
@@ -27,15 +27,3 @@ class Executor(Protocol):
             quiet: bool = False) -> list[R]: ...
 
     def close(self) -> None: ...
-
-
-def parse_executor(spec: str) -> Executor:
-    """``local`` | ``ray`` | ``ray:ADDRESS`` (e.g. ``ray:127.0.0.1:6379`` or ``ray:auto``)."""
-    kind, _, address = spec.partition(":")
-    if kind == "local" and not address:
-        from .local import LocalExecutor
-        return LocalExecutor()
-    if kind == "ray":
-        from .ray_executor import RayExecutor  # the [ray] extra; imported only when asked for
-        return RayExecutor(address or None)
-    raise ExecutorError(f"--executor must be one of local, ray, ray:ADDRESS; got {spec!r}")
