@@ -25,12 +25,12 @@ from edgekit.backends import backends_for, by_name
 from edgekit.errors import UserError
 from edgekit.manifest import ONE_STEP, OutputTolerance
 from edgekit.signing import Signature
+from edgekit.sqnr import sqnr_db
 
 if TYPE_CHECKING:
     from edgekit.trust import KeySpec
 
 FLOAT_RTOL = 1e-4
-SQNR_CAP_DB = 120.0
 
 
 @dataclass
@@ -90,18 +90,6 @@ def step_distribution(got: np.ndarray, expected: np.ndarray, step: float) -> dic
         return {"within_0": 1.0, "within_1": 1.0, "within_2": 1.0, "max": 0.0}
     return {"within_0": float((steps < 0.5).mean()), "within_1": float((steps <= 1.001).mean()),
             "within_2": float((steps <= 2.001).mean()), "max": float(steps.max())}
-
-
-def sqnr_db(reference: np.ndarray, candidate: np.ndarray) -> float:
-    """SQNR in dB, capped (identical outputs would be infinite)."""
-    ref = np.asarray(reference, np.float64)
-    noise = float(np.sum((ref - np.asarray(candidate, np.float64)) ** 2))
-    signal = float(np.sum(ref ** 2))
-    if noise == 0.0:
-        return SQNR_CAP_DB
-    if signal == 0.0:
-        return -SQNR_CAP_DB
-    return float(min(SQNR_CAP_DB, 10.0 * np.log10(signal / noise)))
 
 
 def worst_slice_db(got: np.ndarray, expected: np.ndarray, bounds: OutputTolerance) -> float:

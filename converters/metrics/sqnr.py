@@ -7,25 +7,12 @@ output and slice; as the build metric it is the fallback when no task can be inf
 
 from __future__ import annotations
 
-import numpy as np
+from edgekit.sqnr import CAP_DB, sqnr_db
 
 from .base import Labels, MetricResult, Outputs, check_pair
 
 NAME = "sqnr"
-# identical outputs have infinite SQNR; cap it so manifests stay valid JSON
-CAP_DB = 120.0
-
-
-def sqnr_db(reference: np.ndarray, candidate: np.ndarray) -> float:
-    """SQNR of ``candidate`` against ``reference`` in dB, capped at ``CAP_DB``."""
-    ref = np.asarray(reference, np.float64)
-    noise = float(np.sum((ref - np.asarray(candidate, np.float64)) ** 2))
-    signal = float(np.sum(ref ** 2))
-    if noise == 0.0:
-        return CAP_DB
-    if signal == 0.0:
-        return -CAP_DB  # an all-zero reference: any error is all noise
-    return float(min(CAP_DB, 10.0 * np.log10(signal / noise)))
+__all__ = ["CAP_DB", "NAME", "sqnr", "sqnr_db"]
 
 
 def sqnr(reference: Outputs, candidate: Outputs, labels: Labels | None = None) -> MetricResult:
