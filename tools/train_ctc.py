@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -24,6 +23,7 @@ from torch import nn
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import digit_scenes  # noqa: E402
+from training import fit  # noqa: E402
 
 BLANK, SYMBOLS = 0, 11
 OUT = HERE / "trained"
@@ -55,32 +55,16 @@ def train(steps: int, seed: int) -> Recognizer:
     images = torch.from_numpy(data.images)
     targets = [torch.tensor([d + 1 for d in t]) for t in data.texts]
     model = Recognizer()
-    opt = torch.optim.AdamW(model.parameters(), 3e-3, weight_decay=1e-4)
     ctc = nn.CTCLoss(blank=BLANK, zero_infinity=True)
-    # a step count, not a time budget: the same seed gives the same weights on any machine
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, 3e-3, total_steps=steps)
-    start, step, epoch = time.monotonic(), 0, 0
-    while step < steps:
-        order = torch.randperm(len(images))
-        for at in range(0, len(order), 32):
-            idx = order[at:at + 32]
-            logp = model(images[idx]).log_softmax(-1).transpose(0, 1)  # [T, N, C]
-            batch = [targets[i] for i in idx.tolist()]
-            loss = ctc(logp, torch.cat(batch), torch.full((len(idx),), logp.shape[0]),
-                       torch.tensor([len(t) for t in batch]))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            step += 1
-            if step % 100 == 0:
-                print(f"epoch {epoch} step {step} {time.monotonic() - start:.0f}s ctc {loss.item():.3f}", flush=True)
-            if step >= steps:
-                break
-        epoch += 1
-    print(f"trained {steps} steps: {time.monotonic() - start:.0f} s wall, "
-          f"{time.process_time():.0f} s CPU (one thread; wall > CPU when the machine is shared)")
-    return model.eval()
+
+    def batch_loss(idx: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        logp = model(images[idx]).log_softmax(-1).transpose(0, 1)  # [T, N, C]
+        batch = [targets[i] for i in idx.tolist()]
+        loss = ctc(logp, torch.cat(batch), torch.full((len(idx),), logp.shape[0]),
+                   torch.tensor([len(t) for t in batch]))
+        return loss, {"ctc": loss}
+
+    return fit(model, len(images), steps, batch_loss)
 
 
 def heldout(count: int = 500) -> digit_scenes.Lines:

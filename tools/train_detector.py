@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +25,7 @@ from torch import nn
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import digit_scenes  # noqa: E402
+from training import fit  # noqa: E402
 
 CLASSES, STRIDE, MAX_WH = 10, 8, 40.0
 GRID = digit_scenes.CANVAS // STRIDE
@@ -92,36 +92,18 @@ def train(steps: int, seed: int) -> Detector:
     cls_t, box_t, pos_t = (torch.from_numpy(a) for a in targets(data))
     images = torch.from_numpy(data.images)
     model = Detector()
-    opt = torch.optim.AdamW(model.parameters(), 3e-3, weight_decay=1e-4)
     bce = nn.BCEWithLogitsLoss(reduction="sum")
-    # a step count, not a time budget: the same seed gives the same weights on any machine
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, 3e-3, total_steps=steps)
-    start, step, epoch = time.monotonic(), 0, 0
-    while step < steps:
-        order = torch.randperm(len(images))
-        for at in range(0, len(order), 32):
-            idx = order[at:at + 32]
-            boxes, logits = model.heads(images[idx])
-            pos = pos_t[idx]
-            npos = max(int(pos.sum()), 1)
-            cls_loss = bce(logits, cls_t[idx]) / npos
-            err = (boxes - box_t[idx]).abs().sum(1) / STRIDE
-            box_loss = (err * pos).sum() / npos
-            loss = cls_loss + box_loss
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            step += 1
-            if step % 100 == 0:
-                print(f"epoch {epoch} step {step} {time.monotonic() - start:.0f}s cls {cls_loss.item():.3f} "
-                      f"box {box_loss.item():.3f}", flush=True)
-            if step >= steps:
-                break
-        epoch += 1
-    print(f"trained {steps} steps: {time.monotonic() - start:.0f} s wall, "
-          f"{time.process_time():.0f} s CPU (one thread; wall > CPU when the machine is shared)")
-    return model.eval()
+
+    def batch_loss(idx: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        boxes, logits = model.heads(images[idx])
+        pos = pos_t[idx]
+        npos = max(int(pos.sum()), 1)
+        cls_loss = bce(logits, cls_t[idx]) / npos
+        err = (boxes - box_t[idx]).abs().sum(1) / STRIDE
+        box_loss = (err * pos).sum() / npos
+        return cls_loss + box_loss, {"cls": cls_loss, "box": box_loss}
+
+    return fit(model, len(images), steps, batch_loss)
 
 
 def evaluate(model: Detector, count: int = 300) -> dict[str, float]:
