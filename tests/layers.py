@@ -52,7 +52,15 @@ def import_graph(folder: Path, package: str, skip: tuple[str, ...] = (),
                  type_checking: bool = False) -> dict[str, set[str]]:
     """Module -> the modules of the same tree it imports. ``skip``: subfolders left out;
     ``type_checking``: count imports under ``if TYPE_CHECKING:`` too."""
-    files = {module_name(p, folder, package): p for p in sorted(folder.rglob("*.py"))
+    return packages_graph({package: folder}, skip, type_checking)
+
+
+def packages_graph(packages: dict[str, Path], skip: tuple[str, ...] = (),
+                   type_checking: bool = False) -> dict[str, set[str]]:
+    """One graph over several folders, each mapped to a package name (setup.py's package_dir:
+    ``targets/`` is ``edgekit.targets``), so cycles across them are seen too."""
+    files = {module_name(p, folder, package): p
+             for package, folder in packages.items() for p in sorted(folder.rglob("*.py"))
              if not any(part in skip or part.startswith(".")
                         for part in p.relative_to(folder).parts[:-1])}
     modules = set(files)
