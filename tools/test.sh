@@ -25,7 +25,8 @@ python -m pip install -q --disable-pip-version-check --no-deps facenet-pytorch
 
 ruff check .
 set +e
-python -m pytest "$@"
+# the slowest tests, printed so the 15-minute CI budget can be watched
+python -m pytest --durations=15 "$@"
 status=$?
 set -e
 if [ "$status" = 5 ]; then
