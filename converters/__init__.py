@@ -125,8 +125,10 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
         load_private_key(config.sign_key)  # a bad key fails now, not after the whole build
     remove_stale_beside(out)  # temp files of an interrupted build into the same path
     workdir = new_workdir()
+    from .content_key import content_key
+
     ctx = BuildContext(config=config, profile=profile, workdir=workdir,
-                       report=say, output_path=out)
+                       report=say, output_path=out, content_key=content_key(config, profile))
     start = time.perf_counter()
     try:
         stages = plan_for(config)

@@ -159,6 +159,7 @@ class BuildContext:
     warnings: list[str] = field(default_factory=list)
     output_path: Path | None = None
     artifact_bytes: int = 0
+    content_key: str = ""  # sha256 of what decides the artifact's bytes (converters/content_key.py)
     torch_export: Any = None  # PyTorch sources: the model + exported file, for check_export
 
     resolved_formats: list[str] = field(default_factory=list)
