@@ -36,6 +36,9 @@ class BuildResult:
     seconds: float
     artifact_bytes: int
     warnings: list[str] = field(default_factory=list)
+    # wall-clock seconds by part ("stages.calibrate", "accuracy_guard"): not in the artifact,
+    # which is byte-identical from build to build
+    timings: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> str:
         from .summary import summary_lines
@@ -155,4 +158,4 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
 
     manifest = read_artifact(out).manifest
     return BuildResult(out, manifest, time.perf_counter() - start, ctx.artifact_bytes,
-                       ctx.warnings)
+                       ctx.warnings, dict(ctx.timings.seconds))

@@ -133,7 +133,7 @@ class Package(Stage):
                 vectors[f"out/{entry['format']}/{spec.name}"] = value
         members = dict(ctx.model_bytes)
         members[TEST_VECTORS] = encode_test_vectors(vectors)
-        manifest = reproducible(self.manifest(ctx, count))
+        manifest = reproducible(self.manifest(ctx, count), ctx.timings.seconds)
         manifest["test_vectors"].update(outputs=vector_tolerances(ctx, vectors), basis=BASIS)
         ctx.artifact_bytes = write_artifact(ctx.output_path, manifest, members,
                                             sign_key=ctx.config.sign_key)
@@ -171,13 +171,24 @@ class Package(Stage):
 WALL_CLOCK_KEYS = frozenset({"seconds"})
 
 
-def reproducible(value: Any) -> Any:
-    """``value`` without its wall-clock keys, at any depth."""
+def reproducible(value: Any, removed: dict[str, float], where: str = "") -> Any:
+    """``value`` without its wall-clock keys, at any depth; each one removed goes into
+    ``removed`` by its place (``stages.calibrate``, ``accuracy_guard.attempts.0``)."""
     if isinstance(value, dict):
-        return {k: reproducible(v) for k, v in value.items() if k not in WALL_CLOCK_KEYS}
+        for key in WALL_CLOCK_KEYS & value.keys():
+            removed[where or key] = value[key]
+        return {k: reproducible(v, removed, f"{where}.{k}".lstrip("."))
+                for k, v in value.items() if k not in WALL_CLOCK_KEYS}
     if isinstance(value, list):
-        return [reproducible(v) for v in value]
+        return [reproducible(v, removed, f"{where}.{_item_name(v, i)}")
+                for i, v in enumerate(value)]
     return value
+
+
+def _item_name(item: Any, index: int) -> str:
+    """A list item's place: its name when it has one (a stage), else its index."""
+    name = item.get("name") if isinstance(item, dict) else None
+    return name if isinstance(name, str) else str(index)
 
 
 def default_output(source: Any, target: str) -> Path:

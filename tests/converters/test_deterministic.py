@@ -39,7 +39,8 @@ def two_builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Pa
     for name in ("a", "b"):
         source, data = inputs_in(root / name)
         out = root / name / "out" / "tiny.edgekit"
-        build(str(source), calib=str(data), output=out, **OPTIONS)
+        result = build(str(source), calib=str(data), output=out, **OPTIONS)
+        assert result.timings["stages.calibrate"] >= 0  # the times: in the result, not the file
         outs.append(out)
     return outs[0], outs[1], root / "a" / "tiny.onnx", root / "a" / "data.npz"
 
