@@ -28,7 +28,6 @@ import numpy as np
 from edgekit.targets import Profile
 
 import edgekit
-from edgekit.errors import UserError
 
 from .context import BuildConfig
 
@@ -76,7 +75,9 @@ def _plain(value: Any) -> Any:
         return str(value)
     if isinstance(value, set | frozenset):
         return sorted(value)
-    raise TypeError(f"content key: cannot hash a {type(value).__name__} option")
+    # an API-only object (a callable): its repr may hold an address, so such a build's key
+    # changes from run to run; a key must never stop a build
+    return f"{type(value).__qualname__}:{value!r}"
 
 
 def file_digest(path: Path) -> str:
@@ -107,8 +108,7 @@ def data_digest(source: Any) -> str | None:
             return "folder:" + folder_digest(path)
         if path.is_file():
             return "file:" + file_digest(path)
-        raise UserError(f"content key: {source!s} is neither a file nor a folder (expected "
-                        "calibration data, weights or a model file)")
+        return f"missing:{source}"  # the data stage names what it expected
     if isinstance(source, dict):
         return "dict:" + hashlib.sha256(canonical(
             {str(k): data_digest(v) for k, v in source.items()})).hexdigest()
@@ -131,11 +131,13 @@ def source_digest(source: Any) -> str:
             where, name = text.rsplit(":", 1)
             if Path(where).is_file():
                 return f"file:{file_digest(Path(where))}:{name}"
-            spec = find_spec(where) if where and not where.startswith(".") else None
+            try:
+                spec = find_spec(where) if where and not where.startswith(".") else None
+            except (ImportError, ValueError):  # a parent package that does not import
+                spec = None
             if spec is not None and spec.origin and Path(spec.origin).is_file():
                 return f"module:{where}:{file_digest(Path(spec.origin))}:{name}"
-        raise UserError(f"content key: source {text!r} names no file or importable module "
-                        "(expected a model file, file.py:Name or package.module:callable)")
+        return f"unresolved:{text}"  # the load/export stage says what is wrong with it
     state = getattr(source, "state_dict", None)
     if callable(state):  # an nn.Module given to the Python API
         digest = hashlib.sha256(repr(source).encode())
@@ -143,8 +145,7 @@ def source_digest(source: Any) -> str:
             digest.update(name.encode() + b"\0")
             digest.update(tensor.detach().cpu().numpy().tobytes())
         return "module:" + digest.hexdigest()
-    raise UserError(f"content key: cannot hash a source of type {type(source).__name__} "
-                    "(expected a path, a 'module:callable' string or an nn.Module)")
+    return f"object:{type(source).__qualname__}"  # the export stage refuses what it cannot take
 
 
 def _as_array(value: Any) -> np.ndarray:

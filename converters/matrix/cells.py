@@ -55,8 +55,8 @@ Defaults = Callable[[dict[str, Any], str], dict[str, Any]]
 
 def plan_cells(spec: MatrixSpec, defaults: Defaults, request: Request
                ) -> list[Cell | CellResult]:
-    """Every cell of ``spec`` in order, with its key, or as a failed result when it failed
-    already (a data file that is missing): those are reported, the others still built.
+    """Every cell of ``spec`` in order, with its key, or as a failed result when its key
+    cannot be made (a signing key that does not load): reported, the others still built.
     Option tables with unknown keys or bad values fail the whole matrix (``UserError``):
     they hold for many cells."""
     from edgekit.converters import BuildConfig
