@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgekit.errors import ArtifactError, EdgekitError
+from edgekit.errors import ArtifactError, EdgekitError, TargetError
 
-from .spec import MatrixSpec
+from .spec import MatrixSpec, MatrixSpecError
 
 STATUSES = ("built", "cached", "failed")
 SUFFIX = ".edgekit"
@@ -65,7 +65,10 @@ def plan_cells(spec: MatrixSpec, defaults: Defaults, request: Request
 
     common = defaults(spec.options, "options")
     cells: list[Cell | CellResult] = []
-    profiles = {t: load_profile(t) for t in spec.targets}  # an unknown target: exit 2 now
+    try:
+        profiles = {t: load_profile(t) for t in spec.targets}  # an unknown target: exit 2 now
+    except TargetError as exc:
+        raise MatrixSpecError(f"{spec.path}: targets: {exc}") from exc
     for i, model in enumerate(spec.models):
         per_model = {**common, **defaults(model.options, f"models[{i}] ({model.name})")}
         for j, variant in enumerate(spec.variants or (None,)):

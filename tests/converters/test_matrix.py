@@ -125,10 +125,15 @@ def test_schema_errors_name_what_is_expected(tmp_path: Path, text: str, expected
     assert expected in str(info.value) and type(info.value).__name__ == "MatrixSpecError"
 
 
-def test_unknown_build_option_exits_2_naming_the_allowed(tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_build_option_or_target_exits_2(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "bad.toml"
     path.write_text('targets = ["rpi4"]\n[[models]]\nsource = "a.onnx"\ncalib-sample = 3\n')
     assert main(["matrix", str(path)]) == 2
     err = capsys.readouterr().err
     assert "models[0] (a): unknown key(s) ['calib-sample']" in err and "calib-samples" in err
+    path.write_text('targets = ["rpi9"]\n[[models]]\nsource = "a.onnx"\n')
+    assert main(["matrix", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: targets: unknown target 'rpi9'" in err and "rpi4" in err
+    assert not (tmp_path / "matrix-out").exists()  # nothing made before the file is checked
