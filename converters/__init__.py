@@ -36,6 +36,9 @@ class BuildResult:
     seconds: float
     artifact_bytes: int
     warnings: list[str] = field(default_factory=list)
+    # wall-clock seconds by part ("stages.calibrate", "accuracy_guard"): not in the artifact,
+    # which is byte-identical from build to build
+    timings: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> str:
         from .summary import summary_lines
@@ -125,8 +128,10 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
         load_private_key(config.sign_key)  # a bad key fails now, not after the whole build
     remove_stale_beside(out)  # temp files of an interrupted build into the same path
     workdir = new_workdir()
+    from .content_key import content_key
+
     ctx = BuildContext(config=config, profile=profile, workdir=workdir,
-                       report=say, output_path=out)
+                       report=say, output_path=out, content_key=content_key(config, profile))
     start = time.perf_counter()
     try:
         stages = plan_for(config)
@@ -153,4 +158,4 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
 
     manifest = read_artifact(out).manifest
     return BuildResult(out, manifest, time.perf_counter() - start, ctx.artifact_bytes,
-                       ctx.warnings)
+                       ctx.warnings, dict(ctx.timings.seconds))

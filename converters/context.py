@@ -129,6 +129,16 @@ class Dataset:
             np.moveaxis(v[start:stop], 0, self.axes[k])) for k, v in self.arrays.items()}
 
 
+class Timings:
+    """Wall-clock seconds of a build's parts (``"stages.calibrate"``, ``"accuracy_guard"``...),
+    kept out of the artifact so that builds are byte-identical (``BuildResult.timings``).
+    Not a dict on purpose: ``fork`` shares it, so the winner of a search records into the
+    build's one record."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+
 # Fields set before any stage runs (a stage may require them without a stage providing them).
 GIVEN = frozenset({"config", "profile", "workdir", "report", "output_path"})
 
@@ -159,6 +169,8 @@ class BuildContext:
     warnings: list[str] = field(default_factory=list)
     output_path: Path | None = None
     artifact_bytes: int = 0
+    content_key: str = ""  # sha256 of what decides the artifact's bytes (converters/content_key.py)
+    timings: Timings = field(default_factory=Timings)  # shared by forks (see Timings)
     torch_export: Any = None  # PyTorch sources: the model + exported file, for check_export
 
     resolved_formats: list[str] = field(default_factory=list)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -79,6 +80,14 @@ def describe_source(source: Any) -> str:
     if isinstance(source, dict):
         return "arrays {" + ", ".join(f"{k}: {list(np.shape(v))}" for k, v in source.items()) + "}"
     return str(source)
+
+
+def data_label(source: Any) -> str:
+    """A data source as the manifest names it: a file or folder by its name only (a host's
+    paths would make the same build differ between checkouts), arrays by their shape."""
+    if isinstance(source, str | Path) and str(source) != "synthetic":
+        return Path(str(source)).name or str(source)
+    return describe_source(source)
 
 
 def has_data(source: Any) -> bool:

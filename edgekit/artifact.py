@@ -8,7 +8,7 @@ manifest (``edgekit.signing``) does that, checked against the device's trusted k
 
 Schema (version 1), the keys the runtime relies on::
 
-    schema_version, edgekit_version, created
+    schema_version, edgekit_version, content_key (created: older artifacts only)
     target        {name, sha256, profile}            the full target profile used
     source        {name, format, sha256, bytes}
     stages        [{name, params, seconds}, ...]      every pipeline stage, in order
@@ -220,9 +220,9 @@ def write_artifact(
     try:
         with os.fdopen(fd, "wb") as handle:
             with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-                archive.writestr(MANIFEST, payload, compresslevel=9)
+                archive.writestr(_member_info(MANIFEST), payload, compresslevel=9)
                 for name, data in sorted(members.items()):
-                    archive.writestr(name, data, compresslevel=9)
+                    archive.writestr(_member_info(name), data, compresslevel=9)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
@@ -231,6 +231,19 @@ def write_artifact(
             os.unlink(tmp)
         raise
     return target.stat().st_size
+
+
+# Fixed member metadata, so that the same content gives the same bytes (deterministic builds):
+# the zip epoch instead of the wall clock, a plain 0644 file, Unix as the creating system.
+ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def _member_info(name: str) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name, date_time=ZIP_EPOCH)
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.create_system = 3
+    info.external_attr = 0o100644 << 16
+    return info
 
 
 def _json_default(value: Any) -> Any:

@@ -57,7 +57,8 @@ def _table(m: dict[str, Any]) -> str:
     lines = ["artifact"]
     lines += _kv([
         ("schema / edgekit", f"{m['schema_version']} / {m.get('edgekit_version')}"),
-        ("created", m.get("created", "")),
+        # new artifacts carry no build time (deterministic builds); older ones a "created"
+        ("content key", m.get("content_key") or f"- (created {m.get('created', '?')})"),
         ("target", f"{target['name']} ({cpu.get('cores')}x {cpu.get('core')}, profile "
                    f"sha256 {target.get('sha256', '')[:12]})"),
         ("source", f"{m.get('source', {}).get('name')} ({m['source'].get('format')}, "
@@ -122,7 +123,10 @@ def _table(m: dict[str, Any]) -> str:
                        f"{est['power_w'][t]:.3g} W") for t in est["latency_ms"]])
         lines += _kv([("RAM", _size(est["ram_bytes"])), ("MACs", f"{est['macs'] / 1e6:.3g} M")])
     lines.append("stages")
-    lines += _kv([(s["name"], f"{s.get('seconds', 0):.2f} s") for s in m.get("stages", [])])
+    lines += _kv([(s["name"], f"{s['seconds']:.2f} s" if "seconds" in s else
+                   ", ".join(f"{k} {v}" for k, v in (s.get("params") or {}).items()
+                             if isinstance(v, str | int | float))[:90])
+                  for s in m.get("stages", [])])
     for key in ("budgets", "pruning", "search", "accuracy_guard", "export"):
         if key in m:
             lines.append(f"{key}: see `edgekit inspect --json`")

@@ -100,7 +100,7 @@ class TestVectorsEntry:
 class Manifest:
     schema_version: int
     edgekit_version: str
-    created: str
+    created: str  # older artifacts: the build time; new ones carry content_key instead
     target: TargetInfo
     inputs: tuple[TensorEntry, ...]
     outputs: tuple[TensorEntry, ...]
@@ -111,6 +111,9 @@ class Manifest:
     quantization: dict[str, Any] = field(default_factory=dict, compare=False)
     validation: dict[str, Any] = field(default_factory=dict, compare=False)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # sha256 over the build's inputs (source, data, profile, options, versions): the same key
+    # means the same bytes; "" in artifacts from before deterministic builds
+    content_key: str = ""
 
     @classmethod
     def from_dict(cls, data: Any, origin: str = "manifest.json") -> Manifest:
@@ -146,6 +149,10 @@ class Manifest:
         if not models:
             raise ArtifactError(f"{origin}: models is empty (expected at least one model entry)")
         vectors = data.get("test_vectors")
+        key = where.field(data, "content_key", str, "a sha256 hex string", default="")
+        if key and not SHA256_HEX.fullmatch(key):
+            raise ArtifactError(f"{origin}: content_key must be a sha256 hex string (64 "
+                                f"lowercase hex digits), got {_short(key)}")
         inputs = _tensors(where, data, "inputs")
         if not inputs:
             raise ArtifactError(f"{origin}: inputs is empty (expected at least one input)")
@@ -166,6 +173,7 @@ class Manifest:
             quantization=where.field(data, "quantization", dict, "an object", default={}),
             validation=where.field(data, "validation", dict, "an object", default={}),
             raw=data,
+            content_key=key,
         )
 
     def member_bytes(self, member: str) -> int | None:

@@ -52,7 +52,7 @@ def bench(name: str, guard_time: float, samples: int, folder: Path, metric: str 
         metric = manifest["validation"]["metric"]
         print(f"   metric {metric['name']}: drop {metric['drop']:.2f} points")
         guard = manifest.get("accuracy_guard")
-        print(f"   guard: {json.dumps({k: guard[k] for k in ('met', 'seconds', 'tensors_ranked', 'timed_out')}) if guard else 'not needed'}")
+        print(f"   guard: {json.dumps({k: guard[k] for k in ('met', 'tensors_ranked', 'timed_out')}) if guard else 'not needed'}")
     else:
         print("\n".join("   | " + line for line in done.stderr.strip().splitlines()[-8:]))
 

@@ -23,6 +23,25 @@ def run(ctx: click.Context, source: str, **options: Any) -> None:
     or 'file.py:Name' (a class or no-argument factory returning an nn.Module).
     """
     from edgekit.converters import build as run_build
+
+    o = options
+    quiet = o["quiet"]
+    say = (lambda m: None) if quiet else (lambda m: click.echo(m, err=True))
+    result = run_build(source, report=say, **build_kwargs(ctx, options))
+    if o["save_config"]:
+        save_config(ctx, o["save_config"])
+        say(f"options saved to {o['save_config']} (repeat with --config {o['save_config']})")
+    if o["as_json"]:
+        click.echo(json.dumps(result.manifest, indent=2))
+    elif quiet:
+        click.echo(str(result.path))  # -q: the path alone, for scripts
+    else:
+        click.echo(result.summary())
+
+
+def build_kwargs(ctx: click.Context, options: dict[str, Any]) -> dict[str, Any]:
+    """The parsed flags as ``edgekit.converters.build`` keyword options (``BuildConfig``
+    fields); ``edgekit matrix`` builds its cells from these too."""
     from edgekit.converters.data import load_preprocess_toml
     from edgekit.targets import list_profiles
 
@@ -56,22 +75,10 @@ def run(ctx: click.Context, source: str, **options: Any) -> None:
     if (budgets or o["search"]) and ctx.get_parameter_source(
             "method") == click.core.ParameterSource.DEFAULT:
         method = "auto"  # the search tries every calibration method unless one is asked for
-    quiet = o["quiet"]
-    say = (lambda m: None) if quiet else (lambda m: click.echo(m, err=True))
-    result = run_build(source, target=o["target"], calib=o["calib"], output=o["output"],
-                       report=say, val=o["val"], method=method,
-                       calib_samples=o["calib_samples"], formats=fmt,
-                       strict_int8=o["strict_int8"], preprocess=preprocess,
-                       activation_type=o["activation_type"], quiet=quiet, **torch_options)
-    if o["save_config"]:
-        save_config(ctx, o["save_config"])
-        say(f"options saved to {o['save_config']} (repeat with --config {o['save_config']})")
-    if o["as_json"]:
-        click.echo(json.dumps(result.manifest, indent=2))
-    elif quiet:
-        click.echo(str(result.path))  # -q: the path alone, for scripts
-    else:
-        click.echo(result.summary())
+    return dict(target=o["target"], calib=o["calib"], output=o["output"], val=o["val"],
+                method=method, calib_samples=o["calib_samples"], formats=fmt,
+                strict_int8=o["strict_int8"], preprocess=preprocess,
+                activation_type=o["activation_type"], quiet=o["quiet"], **torch_options)
 
 
 command = attach(GroupedCommand(

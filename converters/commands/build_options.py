@@ -177,28 +177,38 @@ def load_config(ctx: click.Context, _param: click.Parameter, path: str | None) -
         raise UserError(f"--config {path}: cannot read it ({exc.strerror})") from exc
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"--config {path}: not valid TOML: {exc}") from exc
+    base = os.path.dirname(os.path.abspath(path))
+    ctx.default_map = {**(ctx.default_map or {}),
+                       **config_defaults(ctx.command, data, f"--config {path}", base)}
+    return path
+
+
+def config_defaults(command: click.Command, data: dict[str, Any], origin: str,
+                    base: str) -> dict[str, Any]:
+    """A config table (flag names as keys, flat or per group) as the command's default map:
+    values in their flag's text form, relative paths resolved against ``base``. An unknown
+    key is a ``UserError`` from ``origin`` naming the allowed ones (``edgekit matrix`` reads
+    its option tables through this too)."""
     flat: dict[str, Any] = {}
     for key, value in data.items():
         if isinstance(value, dict) and key in GROUPS:
             flat.update(value)
         else:
             flat[key] = value
-    known = _by_flag(ctx.command)
+    known = _by_flag(command)
     unknown = sorted(k for k in flat if k not in known)
     if unknown:
         allowed = sorted({p.name for p in known.values() if p.name} - {"source"})
-        raise UserError(f"--config {path}: unknown key(s) {unknown}; allowed: source, "
+        raise UserError(f"{origin}: unknown key(s) {unknown}; allowed: source, "
                         + ", ".join(a.replace("_", "-") for a in allowed))
-    base = os.path.dirname(os.path.abspath(path))
-    defaults = dict(ctx.default_map or {})
+    defaults: dict[str, Any] = {}
     for key, value in flat.items():
         param = known[key]
         if param.name in PATH_KEYS and isinstance(value, str) and value != "synthetic" \
                 and not os.path.isabs(value) and not os.path.exists(value):
             value = os.path.join(base, value)  # relative to the config file, as Olive's are
         defaults[param.name or key] = _as_cli_value(param, value)
-    ctx.default_map = defaults
-    return path
+    return defaults
 
 
 PATH_KEYS = frozenset({"source", "calib", "val", "weights", "preprocess_toml", "sign_key"})

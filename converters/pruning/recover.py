@@ -106,7 +106,10 @@ def distill(student: Any, teacher: Any, inputs: list[np.ndarray], steps: int,
         report.loss_before = round(float(_loss(_leaves(student(*data)), targets, scales)), 6)
     optimizer = torch.optim.Adam(student.parameters(), lr=LEARNING_RATE)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
-    with torch_threads(threads):
+    # train mode's dropout draws from torch's global generator: seeded here (deterministic
+    # builds) inside fork_rng, so that the caller's generator state is left as it was
+    with torch_threads(threads), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
         student.train()
         for _ in range(steps):
             idx = torch.randint(0, count, (min(BATCH, count),), generator=gen)

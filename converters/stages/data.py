@@ -9,7 +9,7 @@ import numpy as np
 from edgekit.errors import CalibrationError, UserError
 
 from ..context import BuildContext
-from ..data import describe_source, has_data, load_dataset
+from ..data import data_label, has_data, load_dataset
 from ..input_checks import check_calibration_size, check_value_range
 from ..pipeline import Stage
 
@@ -21,9 +21,9 @@ class LoadData(Stage):
 
     def params(self, ctx: BuildContext) -> dict[str, Any]:
         params: dict[str, Any] = {
-            "calib": describe_source(ctx.config.calib),
+            "calib": data_label(ctx.config.calib),
             "calib_samples": len(ctx.calib) if ctx.calib else 0,
-            "val": describe_source(ctx.config.val) if has_data(ctx.config.val)
+            "val": data_label(ctx.config.val) if has_data(ctx.config.val)
             else "split of calib",
             "val_samples": len(ctx.val) if ctx.val else 0,
             "labels": bool(ctx.val is not None and ctx.val.labels is not None),

@@ -6,7 +6,6 @@ build leaves nothing half-written.
 
 from __future__ import annotations
 
-import datetime as _dt
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from edgekit.backends import BackendOptions, TensorSpec, backends_for
 from edgekit.errors import InternalError
 
 from ..context import BuildContext
+from ..data import data_label
 from ..metrics.tolerance import BASIS, depth, has_attention, output_tolerance
 from ..pipeline import Stage
 from ..qdq import snap_to_grid
@@ -133,7 +133,7 @@ class Package(Stage):
                 vectors[f"out/{entry['format']}/{spec.name}"] = value
         members = dict(ctx.model_bytes)
         members[TEST_VECTORS] = encode_test_vectors(vectors)
-        manifest = self.manifest(ctx, count)
+        manifest = reproducible(self.manifest(ctx, count), ctx.timings.seconds)
         manifest["test_vectors"].update(outputs=vector_tolerances(ctx, vectors), basis=BASIS)
         ctx.artifact_bytes = write_artifact(ctx.output_path, manifest, members,
                                             sign_key=ctx.config.sign_key)
@@ -144,7 +144,8 @@ class Package(Stage):
         return {
             "schema_version": 1,
             "edgekit_version": edgekit.__version__,
-            "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            # no build time: the same inputs give the same bytes (converters/content_key.py)
+            "content_key": ctx.content_key,
             "target": {"name": ctx.profile.name, "sha256": ctx.profile.sha256,
                        "profile": ctx.profile.to_dict()},
             "source": ctx.source_info,
@@ -155,13 +156,39 @@ class Package(Stage):
             "models": ctx.models,
             "test_vectors": {"path": TEST_VECTORS, "count": vectors,
                              "tolerance": "per output: test_vectors.outputs"},
-            "validation": ctx.validation,
+            "validation": {**ctx.validation, **({"source": data_label(ctx.validation["source"])}
+                                                 if "source" in ctx.validation else {})},
             "sizes": {"source_bytes": ctx.source_info.get("bytes", 0),
                       "float_onnx_bytes": float_bytes,
                       **{f"{m['format']}_bytes": m["bytes"] for m in ctx.models}},
             "warnings": ctx.warnings,
             **ctx.extra_manifest,
         }
+
+
+# Wall-clock durations (stage times, search candidates, the guard's attempts) differ on every
+# run; they stay in the build's report, not in the artifact, so that builds are byte-identical.
+WALL_CLOCK_KEYS = frozenset({"seconds"})
+
+
+def reproducible(value: Any, removed: dict[str, float], where: str = "") -> Any:
+    """``value`` without its wall-clock keys, at any depth; each one removed goes into
+    ``removed`` by its place (``stages.calibrate``, ``accuracy_guard.attempts.0``)."""
+    if isinstance(value, dict):
+        for key in WALL_CLOCK_KEYS & value.keys():
+            removed[where or key] = value[key]
+        return {k: reproducible(v, removed, f"{where}.{k}".lstrip("."))
+                for k, v in value.items() if k not in WALL_CLOCK_KEYS}
+    if isinstance(value, list):
+        return [reproducible(v, removed, f"{where}.{_item_name(v, i)}")
+                for i, v in enumerate(value)]
+    return value
+
+
+def _item_name(item: Any, index: int) -> str:
+    """A list item's place: its name when it has one (a stage), else its index."""
+    name = item.get("name") if isinstance(item, dict) else None
+    return name if isinstance(name, str) else str(index)
 
 
 def default_output(source: Any, target: str) -> Path:
