@@ -21,6 +21,8 @@ from ..context import BuildContext
 from ..metrics.tolerance import BASIS, depth, has_attention, output_tolerance
 from ..pipeline import Stage
 from ..qdq import snap_to_grid
+from ..report.layers import layer_records
+from ..report.why import wide_reasons
 
 
 def onnx_entry(ctx: BuildContext) -> None:
@@ -134,9 +136,17 @@ class Package(Stage):
         members = dict(ctx.model_bytes)
         members[TEST_VECTORS] = encode_test_vectors(vectors)
         manifest = self.manifest(ctx, count)
+        manifest["layers"] = self.layers(ctx)
         manifest["test_vectors"].update(outputs=vector_tolerances(ctx, vectors), basis=BASIS)
         ctx.artifact_bytes = write_artifact(ctx.output_path, manifest, members,
                                             sign_key=ctx.config.sign_key)
+
+    @staticmethod
+    def layers(ctx: BuildContext) -> list[dict[str, Any]]:
+        """Each compute layer's precision and output SQNR against float (``converters/report``)."""
+        reasons = wide_reasons(ctx.extra_manifest.get("accuracy_guard"), ctx.config.keep_float,
+                               ctx.quantization.get("keep_float") or ())
+        return layer_records(ctx.float_path, ctx.quant_path, ctx.val, reasons)
 
     def manifest(self, ctx: BuildContext, vectors: int) -> dict[str, Any]:
         stages = ctx.stages + [{"name": self.name, "params": {"members": sorted(ctx.model_bytes)}}]
