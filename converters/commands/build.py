@@ -63,6 +63,10 @@ def run(ctx: click.Context, source: str, **options: Any) -> None:
                        calib_samples=o["calib_samples"], formats=fmt,
                        strict_int8=o["strict_int8"], preprocess=preprocess,
                        activation_type=o["activation_type"], quiet=quiet, **torch_options)
+    if o["report_html"]:
+        from edgekit.converters.report.html import write_report
+
+        say(f"report written to {write_report(result.manifest, o['report_html'], result.path.name)}")
     if o["save_config"]:
         save_config(ctx, o["save_config"])
         say(f"options saved to {o['save_config']} (repeat with --config {o['save_config']})")

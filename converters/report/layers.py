@@ -73,14 +73,17 @@ def _precision_of_dq(dq: Any, producers: Mapping[str, Any], types: Mapping[str, 
 
 
 def precision(node: Any, producers: Mapping[str, Any], types: Mapping[str, int]) -> str:
-    """int8 / int16 (a16w8: 16-bit activations) / fp16 / float, from the layer's data input."""
+    """int8 / int16 (16-bit activations, a16w8) / fp16 / float. A layer runs integer only when
+    its data and weight inputs both come through DequantizeLinear: a layer left float still
+    reads its neighbour's int8 activation through a DQ, with float weights."""
     from onnx import TensorProto
 
-    data = node.input[0]
-    producer = producers.get(data)
-    if producer is not None and producer.op_type == "DequantizeLinear":
-        return _precision_of_dq(producer, producers, types)
-    if types.get(data) == TensorProto.FLOAT16 or types.get(node.output[0]) == TensorProto.FLOAT16:
+    inputs = [name for name in node.input[:2] if name]
+    dqs = [producers.get(name) for name in inputs]
+    if inputs and all(p is not None and p.op_type == "DequantizeLinear" for p in dqs):
+        widths = {_precision_of_dq(p, producers, types) for p in dqs}
+        return "int16" if "int16" in widths else "int8"
+    if any(types.get(name) == TensorProto.FLOAT16 for name in [*inputs, node.output[0]]):
         return "fp16"
     return "float"
 

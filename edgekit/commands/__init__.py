@@ -30,6 +30,7 @@ HOST_COMMANDS: dict[str, str] = {
     "calibrate-host": "edgekit.converters.commands.calibrate_host",
     "emulate": "edgekit.converters.commands.emulate",
     "estimate": "edgekit.converters.commands.estimate",
+    "report": "edgekit.converters.commands.report",
 }
 
 # The one place that names the distribution and the extra holding the host tools.
