@@ -53,7 +53,8 @@ def layer_section(layers: Sequence[Mapping[str, Any]]) -> str:
     bars = [svg.Point(i, float(la["sqnr_db"]), f"{la['name']} ({la['op']}, {la['precision']})",
                       PRECISION_COLORS.get(la["precision"], "#888")) for i, la in enumerate(measured)]
     cells = [svg.Point(i, 0.0, f"{la['name']} ({la['op']}): {la['precision']}",
-                       PRECISION_COLORS.get(la["precision"], "#888")) for i, la in enumerate(layers)]
+                       PRECISION_COLORS.get(la["precision"], "#888"), category=la["precision"])
+             for i, la in enumerate(layers)]
     parts = ["<h2>Per-layer SQNR</h2>",
              '<p class="note">Each compute layer\'s output in the shipped model against the float '
              "model on held-out samples, in dB (higher is closer); errors accumulate along the "

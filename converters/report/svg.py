@@ -23,6 +23,7 @@ class Point:
     label: str
     color: str = "#3465a4"
     marked: bool = False  # drawn larger, outlined (the chosen candidate)
+    category: str = ""  # what the colour stands for (a layer's precision)
 
 
 def ticks(low: float, high: float, count: int = 5) -> list[float]:
@@ -109,7 +110,7 @@ def strip(chart_id: str, title: str, points: Sequence[Point], legend: dict[str, 
     parts = []
     for i, p in enumerate(points):
         parts.append(f'<rect class="point" data-label="{escape(p.label)}" '
-                     f'data-category="{escape(str(p.y))}" x="{LEFT + i * slot:.1f}" y="{TOP + 20}" '
+                     f'data-category="{escape(p.category)}" x="{LEFT + i * slot:.1f}" y="{TOP + 20}" '
                      f'width="{max(slot - 1, 0.5):.1f}" height="60" fill="{p.color}">'
                      f'<title>{escape(p.label)}</title></rect>')
     for i, (name, color) in enumerate(legend.items()):

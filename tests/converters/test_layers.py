@@ -39,7 +39,7 @@ LAYERS = [
     ("contracts", ["context", "pipeline"]),
     ("helpers", ["runner", "qdq", "data", "shapes", "cache", "io_spec", "executor"]),
     ("libraries", ["estimate", "tflite", "pruning", "pytorch", "metrics", "emulation", "task_accuracy",
-                   "split_packed", "input_checks", "bundle", "host_speed"]),
+                   "split_packed", "input_checks", "bundle", "host_speed", "report"]),
     ("stages", ["stages"]),
     ("search", ["search"]),
     ("API", ["", "summary"]),
