@@ -28,7 +28,8 @@ COMPUTE_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Einsum"})
 # activations onnxruntime's QDQ quantizer fuses into the layer before them (no Q/DQ between)
 FUSED_ACTIVATIONS = frozenset({"Relu", "Clip"})
 PRECISIONS = ("int8", "int16", "fp16", "float")
-SAMPLES = 8  # held-out samples: enough to rank layers, cheap on every build
+SAMPLES = 4  # held-out samples: every element of every layer output counts, so a few rank
+# the layers; more would cost every build (two sessions with all layer outputs exposed)
 
 
 @dataclass(frozen=True)

@@ -143,10 +143,23 @@ class Package(Stage):
 
     @staticmethod
     def layers(ctx: BuildContext) -> list[dict[str, Any]]:
-        """Each compute layer's precision and output SQNR against float (``converters/report``)."""
+        """Each compute layer's precision and output SQNR against float (``converters/report``).
+        A diagnostic: a graph it cannot read costs a warning, not the build."""
         reasons = wide_reasons(ctx.extra_manifest.get("accuracy_guard"), ctx.config.keep_float,
                                ctx.quantization.get("keep_float") or ())
-        return layer_records(ctx.float_path, ctx.quant_path, ctx.val, reasons)
+        try:
+            records = layer_records(ctx.float_path, ctx.quant_path, ctx.val, reasons)
+        except Exception as exc:  # onnx/onnxruntime raise their own types on odd graphs
+            ctx.warn(f"per-layer record skipped: {type(exc).__name__}: {str(exc)[:200]}")
+            return []
+        tflite_float = {o.get("name") for m in ctx.models if m["format"] == "tflite"
+                        for o in m.get("float_ops") or []}
+        for record in records:
+            if record["name"] in tflite_float and record["precision"] != "float":
+                also = ", the .onnx runs it " + record["precision"] if "onnx" in ctx.formats else ""
+                record.update(precision="float", reason="the .tflite runs it float (no integer "
+                              f"kernel in the writer for it{also})")
+        return records
 
     def manifest(self, ctx: BuildContext, vectors: int) -> dict[str, Any]:
         stages = ctx.stages + [{"name": self.name, "params": {"members": sorted(ctx.model_bytes)}}]
