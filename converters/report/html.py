@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import svg
+from .front import front
 
 PRECISION_COLORS = {"int8": "#3465a4", "int16": "#73d216", "fp16": "#f57900", "float": "#cc0000"}
 STYLE = """body{font-family:sans-serif;margin:2em;max-width:60em;color:#222}
@@ -32,17 +33,6 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
         f'<td class="num">{_cell(v)}</td>' if isinstance(v, (int, float)) else f"<td>{_cell(v)}</td>"
         for v in row) + "</tr>" for row in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def front(points: Sequence[tuple[float, float]]) -> list[int]:
-    """Indices of the points no other point beats on both axes (lower is better on each),
-    ordered by the first axis: the accuracy/latency front."""
-    order = sorted(range(len(points)), key=lambda i: points[i])
-    kept: list[int] = []
-    for i in order:
-        if not kept or points[i][1] < points[kept[-1]][1]:
-            kept.append(i)
-    return kept
 
 
 def layer_section(layers: Sequence[Mapping[str, Any]]) -> str:

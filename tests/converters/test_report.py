@@ -13,7 +13,8 @@ import pytest
 from click.testing import CliRunner
 from edgekit.converters.context import Dataset
 from edgekit.converters.metrics.sqnr import CAP_DB
-from edgekit.converters.report.html import front, render
+from edgekit.converters.report.front import front
+from edgekit.converters.report.html import render
 from edgekit.converters.report.layers import COMPUTE_OPS, layer_records, taps
 from edgekit.converters.report.why import USER, wide_reasons
 from onnx import TensorProto, helper, numpy_helper
@@ -142,6 +143,7 @@ def test_report_has_every_plot_with_its_data_points_and_no_network(searched) -> 
     chosen = [c for c in m["search"]["candidates"] if c["chosen"]]
     points = plots.svgs["front"]
     assert len(points) == len(m["search"]["candidates"]) and len(chosen) == 1
+    assert m["search"]["front"] == [chosen[0]["id"]]  # one candidate: the front
     assert [float(p["data-x"]) for p in points if p["r"] == "7"] == [
         chosen[0]["figures"]["latency_ms"]]
     assert not {"script", "link", "img", "iframe"} & set(plots.tags) and plots.urls == []
