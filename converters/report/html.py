@@ -84,7 +84,7 @@ def search_section(search: Mapping[str, Any] | None) -> str:
               for c, (x, y) in zip(candidates, figures, strict=True)]
     metric = next((c.get("accuracy_metric") for c in candidates if c.get("accuracy_metric")), None)
     parts = [head, '<p class="note">Each built candidate: estimated latency on the target against '
-             f"its accuracy drop from float ({escape(str(metric or 'the build metric'))}, points; "
+             f"its accuracy drop from float ({escape(str(metric or 'build metric points'))}; "
              "lower is better on both). The line joins the front (no candidate is both faster and "
              "more accurate); the outlined point was shipped; grey ones missed a budget.</p>",
              svg.scatter("front", "accuracy / latency front", points, "latency ms (estimate)",
@@ -108,9 +108,11 @@ def summary_section(m: Mapping[str, Any]) -> str:
             ["models", ", ".join(f"{e.get('format')} ({e.get('runtime')})" for e in m.get("models") or [])],
             ["calibration", (m.get("quantization") or {}).get("method")]]
     if val:
-        rows += [["validation samples", val.get("samples")], ["cosine to float", val.get("cosine")],
+        cosine = val.get("cosine")
+        rows += [["validation samples", val.get("samples")],
+                 ["cosine to float", f"{cosine:.5f}" if isinstance(cosine, float) else cosine],
                  ["accuracy drop (points)", val.get("accuracy_drop")]]
-    return _table(["", ""], rows)
+    return _table(["artifact", ""], rows)
 
 
 def render(manifest: Mapping[str, Any], title: str = "") -> str:

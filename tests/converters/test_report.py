@@ -4,6 +4,8 @@ and a self-contained report whose plots a real HTML parser finds with their data
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -14,8 +16,9 @@ from click.testing import CliRunner
 from edgekit.converters.context import Dataset
 from edgekit.converters.metrics.sqnr import CAP_DB
 from edgekit.converters.report.front import front
-from edgekit.converters.report.html import render
+from edgekit.converters.report.html import PRECISION_COLORS, render
 from edgekit.converters.report.layers import COMPUTE_OPS, layer_records, taps
+from edgekit.converters.report.svg import BOTTOM, HEIGHT, TOP
 from edgekit.converters.report.why import USER, wide_reasons
 from onnx import TensorProto, helper, numpy_helper
 
@@ -159,6 +162,49 @@ def test_front_keeps_the_candidates_nothing_beats_on_both_axes() -> None:
     assert len(plots.svgs["front"]) == 5 and "sqnr" not in plots.svgs  # no layers: said in words
     assert [p["r"] for p in plots.svgs["front"]] == ["4", "7", "4", "4", "4"]  # c1 was chosen
     assert "no per-layer record" in render(manifest)
+
+
+BROWSER = shutil.which("chromium-headless-shell") or shutil.which("chromium")
+# the report's own markup, with everything but its plots hidden: they stack at known offsets
+ONLY_PLOTS = "<style>body{margin:0} body>*:not(svg){display:none} svg{display:block}</style>"
+
+
+def _runs(row: list[tuple[int, int, int]], color: str) -> int:
+    """How many separate stretches of ``row`` are drawn in ``color`` (a few steps of slack
+    for antialiased edges)."""
+    want = tuple(int(color[i:i + 2], 16) for i in (1, 3, 5))
+    hits = [sum(abs(a - b) for a, b in zip(px[:3], want, strict=True)) < 24 for px in row]
+    return sum(1 for i, hit in enumerate(hits) if hit and (i == 0 or not hits[i - 1]))
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no headless browser: apt-get install "
+                    "chromium-headless-shell (tools/test.sh does)")
+def test_a_headless_browser_draws_each_plot_with_its_points(searched, tmp_path) -> None:
+    from PIL import Image
+
+    out, page = searched
+    layers = read_artifact(str(out)).manifest["layers"]
+    shown = tmp_path / "plots.html"
+    shown.write_text(page.read_text(encoding="utf-8").replace("</head>", ONLY_PLOTS + "</head>"))
+    shot = tmp_path / "plots.png"
+    subprocess.run([BROWSER, "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    f"--user-data-dir={tmp_path / 'profile'}", "--window-size=800,800",
+                    f"--screenshot={shot}", shown.as_uri()],
+                   check=True, capture_output=True, timeout=120)
+    image = Image.open(shot).convert("RGB")
+    pixels = image.load()
+
+    def row(y: int) -> list[tuple[int, int, int]]:
+        return [pixels[x, y] for x in range(image.width)]
+
+    int8 = PRECISION_COLORS["int8"]
+    # SQNR bars (top plot): just above the axis every bar crosses the row, one run each
+    assert _runs(row(HEIGHT - BOTTOM - 3), int8) == len(layers) == 5
+    # precision strip (below it, 150 px high): one cell per layer, in the layer's colour
+    assert _runs(row(HEIGHT + TOP + 50), int8) == sum(la["precision"] == "int8" for la in layers)
+    # the front (below the strip): the shipped candidate's point is drawn
+    front = [row(y) for y in range(HEIGHT + 150, HEIGHT + 150 + HEIGHT)]
+    assert sum(_runs(r, "#3465a4") > 0 for r in front) >= 10  # a 14 px disc spans >= 10 rows
 
 
 def _saved(model: onnx.ModelProto, path: Path) -> Path:
