@@ -24,7 +24,9 @@ from ..metrics.sqnr import CAP_DB
 from ..runner import session
 
 # ops whose arithmetic is the model's cost and its quantization error
-COMPUTE_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Einsum"})
+COMPUTE_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Einsum", "LSTM", "GRU", "RNN"})
+# ops onnxruntime's static QDQ quantizer leaves float whatever the build asks
+NO_INT8_FORM = frozenset({"LSTM", "GRU", "RNN"})
 # activations onnxruntime's QDQ quantizer fuses into the layer before them (no Q/DQ between)
 FUSED_ACTIVATIONS = frozenset({"Relu", "Clip"})
 PRECISIONS = ("int8", "int16", "fp16", "float")
@@ -205,7 +207,9 @@ def layer_records(float_path: str | Path, shipped_path: str | Path, data: Datase
     for j, tap in enumerate(layers):
         record: dict[str, Any] = {"name": tap.name, "op": tap.op, "precision": tap.precision,
                                   "sqnr_db": round(_sqnr(signal[j], noise[j]), 2)}
-        why = (reasons or {}).get(tap.name)
+        why = (reasons or {}).get(tap.name) or (
+            f"onnxruntime's static quantizer has no int8 form for {tap.op}: it runs float "
+            "between DequantizeLinear and QuantizeLinear" if tap.op in NO_INT8_FORM else None)
         if why and tap.precision != "int8":
             record["reason"] = why
         records.append(record)
