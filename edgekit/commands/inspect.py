@@ -34,8 +34,15 @@ def command(artifact: str, as_json: bool, layers: bool) -> None:
             raise
         banner = f"!!! HASH MISMATCH: {exc}\n!!! the manifest below is UNVERIFIED; do not deploy"
         try:
-            text = json.dumps(manifest, indent=2) if as_json else manifest_table(manifest)
-        except (KeyError, TypeError, AttributeError, ValueError):
+            if layers:
+                from edgekit.manifest import Manifest
+
+                shown = Manifest.from_dict(manifest).layers
+                text = (json.dumps([la.to_dict() for la in shown], indent=2) if as_json
+                        else layers_table(shown))
+            else:
+                text = json.dumps(manifest, indent=2) if as_json else manifest_table(manifest)
+        except (KeyError, TypeError, AttributeError, ValueError, ArtifactError):
             text = json.dumps(manifest, indent=2)  # a manifest too damaged for the table
         click.echo(text if as_json else f"{banner}\n{text}")
         raise

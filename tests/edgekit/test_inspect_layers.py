@@ -83,3 +83,17 @@ def test_an_artifact_without_a_record_says_so_and_imports_no_host_module(tmp_pat
                                             "\n    assert e.code in (0, None), e.code"), tmp_path)
     assert "edgekit.inspect" in modules
     assert [m for m in modules if m.split(".")[0] in HOST_ONLY or m.startswith("edgekit.converters")] == []
+
+
+def test_a_tampered_file_shows_its_claimed_layers_under_the_banner(digits_artifact: Path,
+                                                                  tmp_path: Path) -> None:
+    import zipfile
+
+    bad = tmp_path / "bad.edgekit"
+    with zipfile.ZipFile(digits_artifact) as src, zipfile.ZipFile(bad, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            dst.writestr(item, data if item.filename != "model.onnx" else data[:-1] + b"\0")
+    result = CliRunner().invoke(cli, ["inspect", "--layers", str(bad)])
+    assert isinstance(result.exception, ArtifactError)  # exit 2 through edgekit's main
+    assert result.output.startswith("!!! HASH MISMATCH") and "worst first" in result.output
