@@ -57,6 +57,15 @@ def summary_lines(result: Any) -> list[str]:
             lines.append(summary_line(val["host_speed"]))
         if not val.get("verified", True):
             lines.append("  accuracy UNVERIFIED: calibrated and validated on synthetic data")
+    layers = m.get("layers") or []
+    measured = [la for la in layers if la.get("sqnr_db") is not None]
+    if measured:
+        worst = min(measured, key=lambda la: la["sqnr_db"])
+        counts: dict[str, int] = {}
+        for la in layers:
+            counts[la["precision"]] = counts.get(la["precision"], 0) + 1
+        lines.append(f"  layers: {', '.join(f'{n} {p}' for p, n in counts.items())}; worst output "
+                     f"SQNR {worst['sqnr_db']:.1f} dB at {worst['name']} (edgekit inspect --layers)")
     for packed in m["quantization"].get("packed_outputs") or []:
         lines.append(f"  {packed['line']}")
     guard = m.get("accuracy_guard") or {}

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from edgekit.errors import ArtifactError
+from edgekit.manifest import PRECISIONS, LayerEntry
 
 
 def _kv(rows: list[tuple[str, Any]], width: int = 22) -> list[str]:
@@ -122,6 +124,15 @@ def _table(m: dict[str, Any]) -> str:
         lines += _kv([(f"{t} thread(s)", f"{est['latency_ms'][t]:.3g} ms, {est['energy_mj'][t]:.3g} mJ, "
                        f"{est['power_w'][t]:.3g} W") for t in est["latency_ms"]])
         lines += _kv([("RAM", _size(est["ram_bytes"])), ("MACs", f"{est['macs'] / 1e6:.3g} M")])
+    layers = [la for la in m.get("layers") or [] if isinstance(la, dict)]
+    if layers:
+        counts = Counter(str(la.get("precision")) for la in layers)
+        measured = [la for la in layers if isinstance(la.get("sqnr_db"), (int, float))]
+        worst = min(measured, key=lambda la: la["sqnr_db"], default=None)
+        lines.append("layers")
+        lines += _kv([("precision", ", ".join(f"{n} {p}" for p, n in counts.items())),
+                      ("worst output SQNR", f"{worst['sqnr_db']:.1f} dB at {worst['name']} "
+                       "(`edgekit inspect --layers`)" if worst else "not measured")])
     lines.append("stages")
     lines += _kv([(s["name"], f"{s['seconds']:.2f} s" if "seconds" in s else
                    ", ".join(f"{k} {v}" for k, v in (s.get("params") or {}).items()
@@ -130,4 +141,25 @@ def _table(m: dict[str, Any]) -> str:
     for key in ("budgets", "pruning", "search", "accuracy_guard", "export"):
         if key in m:
             lines.append(f"{key}: see `edgekit inspect --json`")
+    return "\n".join(lines)
+
+
+def layers_table(layers: tuple[LayerEntry, ...]) -> str:
+    """``edgekit inspect --layers``: compute layers, worst output SQNR against float first."""
+    if not layers:
+        return ("layers: this artifact has no per-layer record (built by an edgekit before "
+                "per-layer records; rebuild it to get one)")
+    ordered = sorted(layers, key=lambda la: (la.sqnr_db is None, la.sqnr_db or 0.0))
+    counts = Counter(la.precision for la in layers)
+    width = max(12, *(len(la.name) for la in layers))
+    op_width = max(6, *(len(la.op) for la in layers))
+    lines = [f"layers: {len(layers)} compute layers ("
+             + ", ".join(f"{counts[p]} {p}" for p in PRECISIONS if counts[p])
+             + "); SQNR of each layer's output against the float model on held-out samples, "
+             "errors accumulated up to that layer; worst first",
+             f"  {'layer':<{width}}  {'op':<{op_width}}  {'precision':<9}  {'SQNR dB':>8}  why not int8"]
+    for la in ordered:
+        sqnr = "-" if la.sqnr_db is None else f"{la.sqnr_db:.1f}"
+        why = la.reason or ("" if la.precision == "int8" else "(not recorded)")
+        lines.append(f"  {la.name:<{width}}  {la.op:<{op_width}}  {la.precision:<9}  {sqnr:>8}  {why}".rstrip())
     return "\n".join(lines)

@@ -25,6 +25,8 @@ DTYPES = frozenset({"float32", "float16", "float64", "int8", "uint8", "int16", "
                     "int32", "int64", "bool"})
 MAX_RANK = 8
 MAX_TENSORS = 256
+# a layer's arithmetic width in ``layers[]``: int16 is 16-bit activations with int8 weights
+PRECISIONS = ("int8", "int16", "fp16", "float")
 
 @dataclass(frozen=True)
 class TargetInfo:
@@ -97,6 +99,26 @@ class TestVectorsEntry:
 
 
 @dataclass(frozen=True)
+class LayerEntry:
+    """One ``layers[]`` entry: a compute layer of the shipped model, the precision it runs in
+    and the SQNR of its output against the float model (None: not measured), with why it
+    runs wider than int8 when the build knows."""
+
+    name: str
+    op: str
+    precision: str
+    sqnr_db: float | None = None
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"name": self.name, "op": self.op, "precision": self.precision,
+                                 "sqnr_db": self.sqnr_db}
+        if self.reason:
+            entry["reason"] = self.reason
+        return entry
+
+
+@dataclass(frozen=True)
 class Manifest:
     schema_version: int
     edgekit_version: str
@@ -110,6 +132,7 @@ class Manifest:
     source: dict[str, Any] = field(default_factory=dict, compare=False)
     quantization: dict[str, Any] = field(default_factory=dict, compare=False)
     validation: dict[str, Any] = field(default_factory=dict, compare=False)
+    layers: tuple[LayerEntry, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     # sha256 over the build's inputs (source, data, profile, options, versions): the same key
     # means the same bytes; "" in artifacts from before deterministic builds
@@ -172,6 +195,8 @@ class Manifest:
             source=where.field(data, "source", dict, "an object", default={}),
             quantization=where.field(data, "quantization", dict, "an object", default={}),
             validation=where.field(data, "validation", dict, "an object", default={}),
+            layers=tuple(_layer(where, e, f"layers[{i}]") for i, e in enumerate(
+                where.field(data, "layers", list, "a list of layer entries", default=[]))),
             raw=data,
             content_key=key,
         )
@@ -301,6 +326,23 @@ def _model(where: _Where, entry: Any, i: int, files: dict[str, str]) -> ModelEnt
         runtime=where.field(entry, "runtime", str, "a string", f"{name}.", default=""),
         bytes=size,
         data=entry,
+    )
+
+
+def _layer(where: _Where, entry: Any, name: str) -> LayerEntry:
+    where.expect(entry, dict, name, "an object")
+    prefix = f"{name}."
+    precision = where.field(entry, "precision", str, "a string", prefix)
+    if precision not in PRECISIONS:
+        raise ArtifactError(f"{where.origin}: {prefix}precision must be one of "
+                            f"{', '.join(PRECISIONS)}, got {_short(precision)}")
+    sqnr = entry.get("sqnr_db")
+    return LayerEntry(
+        name=where.field(entry, "name", str, "a string", prefix),
+        op=where.field(entry, "op", str, "a string", prefix),
+        precision=precision,
+        sqnr_db=None if sqnr is None else _number(where, entry, "sqnr_db", prefix, -1e3, 1e3),
+        reason=where.field(entry, "reason", str, "a string", prefix, default=""),
     )
 
 

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs on a fresh Debian/Python 3.11 machine, then run it.
 #   bash tools/test.sh [pytest args]
-# Installs: qemu-user-static (apt), torch==2.13.0 (CPU build; never unpinned), this project
+# Installs: qemu-user-static and chromium-headless-shell (apt), torch==2.13.0 (CPU build; never unpinned), this project
 # editable with its build/test/litert extras, all into .venv (tools/venv.sh: Debian 12's
 # system Python refuses pip). The QEMU sysroot is built by the tests (cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . tools/venv.sh
 
-if ! command -v qemu-aarch64-static >/dev/null 2>&1; then
+# chromium-headless-shell: tests/converters/test_report.py renders the HTML report in it
+if ! command -v qemu-aarch64-static >/dev/null 2>&1 || ! command -v chromium-headless-shell >/dev/null 2>&1; then
   edgekit_as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive edgekit_as_root apt-get install -y -qq qemu-user-static >/dev/null
+  DEBIAN_FRONTEND=noninteractive edgekit_as_root apt-get install -y -qq --no-install-recommends \
+    qemu-user-static chromium-headless-shell >/dev/null
 fi
 edgekit_venv
 

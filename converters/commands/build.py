@@ -28,6 +28,10 @@ def run(ctx: click.Context, source: str, **options: Any) -> None:
     quiet = o["quiet"]
     say = (lambda m: None) if quiet else (lambda m: click.echo(m, err=True))
     result = run_build(source, report=say, **build_kwargs(ctx, options))
+    if o["report_html"]:
+        from edgekit.converters.report.html import write_report
+
+        say(f"report written to {write_report(result.manifest, o['report_html'], result.path.name)}")
     if o["save_config"]:
         save_config(ctx, o["save_config"])
         say(f"options saved to {o['save_config']} (repeat with --config {o['save_config']})")

@@ -110,6 +110,9 @@ OUTPUT = [
     click.Option(["--sign", "sign_key"], type=click.Path(dir_okay=False), metavar="KEY",
                  help="Sign the artifact's manifest with this Ed25519 private key "
                  "(`edgekit keygen`); devices that trust its public key accept it."),
+    click.Option(["--report", "report_html"], type=click.Path(dir_okay=False), metavar="HTML",
+                 help="Also write the HTML report (per-layer SQNR, precision per layer, the "
+                 "search's front; as `edgekit report`)."),
     click.Option(["--quiet", "-q"], is_flag=True, help="Print nothing but the artifact's path "
                  "(errors still go to stderr)."),
     click.Option(["--json", "as_json"], is_flag=True, help="Print the manifest as JSON when done."),

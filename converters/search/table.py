@@ -50,6 +50,18 @@ def table(ranked: list[Any], budgets: Budgets, checked: tuple[str, ...], winner:
     return "\n".join(lines)
 
 
+def front_ids(candidates: list[dict[str, Any]]) -> list[str]:
+    """The built candidates no other is both faster (latency estimate) and more accurate than
+    (accuracy drop), fastest first: the accuracy/latency front the report plots."""
+    from ..report.front import front
+
+    built = [c for c in candidates if isinstance(c["figures"].get("latency_ms"), (int, float))
+             and isinstance(c["figures"].get("accuracy_drop"), (int, float))]
+    points = [(float(c["figures"]["latency_ms"]), float(c["figures"]["accuracy_drop"]))
+              for c in built]
+    return [built[i]["id"] for i in front(points)]
+
+
 def manifest_section(search: Any, ranked: list[Any], winner: Any) -> dict[str, Any]:
     candidates = []
     rank = 0
@@ -62,7 +74,7 @@ def manifest_section(search: Any, ranked: list[Any], winner: Any) -> dict[str, A
         if cand.accuracy:
             entry["accuracy_metric"] = cand.accuracy.get("metric")
         candidates.append(entry)
-    return {"winner": winner.id, "margin": search.margin, "stopped_early": search.stopped_early,
+    return {"winner": winner.id, "front": front_ids(candidates), "margin": search.margin, "stopped_early": search.stopped_early,
             "ratios": search.ratios, "methods": search.methods, "checked": list(search.checked),
             "order": "pruning ratio ascending, then calibration method, then float fallback",
             "selection": "most accurate within every budget; ties: closer to float (cosine), "

@@ -21,6 +21,8 @@ from ..data import data_label
 from ..metrics.tolerance import BASIS, depth, has_attention, output_tolerance
 from ..pipeline import Stage
 from ..qdq import snap_to_grid
+from ..report.layers import layer_records
+from ..report.why import wide_reasons
 
 
 def onnx_entry(ctx: BuildContext) -> None:
@@ -134,9 +136,30 @@ class Package(Stage):
         members = dict(ctx.model_bytes)
         members[TEST_VECTORS] = encode_test_vectors(vectors)
         manifest = reproducible(self.manifest(ctx, count), ctx.timings.seconds)
+        manifest["layers"] = self.layers(ctx)
         manifest["test_vectors"].update(outputs=vector_tolerances(ctx, vectors), basis=BASIS)
         ctx.artifact_bytes = write_artifact(ctx.output_path, manifest, members,
                                             sign_key=ctx.config.sign_key)
+
+    @staticmethod
+    def layers(ctx: BuildContext) -> list[dict[str, Any]]:
+        """Each compute layer's precision and output SQNR against float (``converters/report``).
+        A diagnostic: a graph it cannot read costs a warning, not the build."""
+        reasons = wide_reasons(ctx.extra_manifest.get("accuracy_guard"), ctx.config.keep_float,
+                               ctx.quantization.get("keep_float") or ())
+        try:
+            records = layer_records(ctx.float_path, ctx.quant_path, ctx.val, reasons)
+        except Exception as exc:  # onnx/onnxruntime raise their own types on odd graphs
+            ctx.warn(f"per-layer record skipped: {type(exc).__name__}: {str(exc)[:200]}")
+            return []
+        tflite_float = {o.get("name") for m in ctx.models if m["format"] == "tflite"
+                        for o in m.get("float_ops") or []}
+        for record in records:
+            if record["name"] in tflite_float and record["precision"] != "float":
+                also = ", the .onnx runs it " + record["precision"] if "onnx" in ctx.formats else ""
+                record.update(precision="float", reason="the .tflite runs it float (no integer "
+                              f"kernel in the writer for it{also})")
+        return records
 
     def manifest(self, ctx: BuildContext, vectors: int) -> dict[str, Any]:
         stages = ctx.stages + [{"name": self.name, "params": {"members": sorted(ctx.model_bytes)}}]

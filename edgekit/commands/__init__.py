@@ -31,6 +31,7 @@ HOST_COMMANDS: dict[str, str] = {
     "emulate": "edgekit.converters.commands.emulate",
     "estimate": "edgekit.converters.commands.estimate",
     "matrix": "edgekit.converters.commands.matrix",
+    "report": "edgekit.converters.commands.report",
 }
 
 # The one place that names the distribution and the extra holding the host tools.

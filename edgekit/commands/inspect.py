@@ -10,14 +10,17 @@ import click
 @click.command(name="inspect")
 @click.argument("artifact", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="The whole manifest as JSON.")
-def command(artifact: str, as_json: bool) -> None:
+@click.option("--layers", "layers", is_flag=True,
+              help="Per compute layer: precision and output SQNR against float, worst first, "
+                   "and why a layer runs wider than int8.")
+def command(artifact: str, as_json: bool, layers: bool) -> None:
     """Show an artifact's manifest as a readable table.
 
     A file whose members fail their hash check is shown anyway, marked HASH MISMATCH and
     unverified, and the command exits 2 (as loading it would fail)."""
     from edgekit.artifact import read_artifact
     from edgekit.errors import ArtifactError
-    from edgekit.inspect import manifest_table, unverified_manifest
+    from edgekit.inspect import layers_table, manifest_table, unverified_manifest
     from edgekit.trust import discover_trusted_keys
     from edgekit.verify import describe_signature
 
@@ -31,11 +34,22 @@ def command(artifact: str, as_json: bool) -> None:
             raise
         banner = f"!!! HASH MISMATCH: {exc}\n!!! the manifest below is UNVERIFIED; do not deploy"
         try:
-            text = json.dumps(manifest, indent=2) if as_json else manifest_table(manifest)
-        except (KeyError, TypeError, AttributeError, ValueError):
+            if layers:
+                from edgekit.manifest import Manifest
+
+                shown = Manifest.from_dict(manifest).layers
+                text = (json.dumps([la.to_dict() for la in shown], indent=2) if as_json
+                        else layers_table(shown))
+            else:
+                text = json.dumps(manifest, indent=2) if as_json else manifest_table(manifest)
+        except (KeyError, TypeError, AttributeError, ValueError, ArtifactError):
             text = json.dumps(manifest, indent=2)  # a manifest too damaged for the table
         click.echo(text if as_json else f"{banner}\n{text}")
         raise
+    if layers:
+        click.echo(json.dumps([la.to_dict() for la in loaded.spec.layers], indent=2) if as_json
+                   else layers_table(loaded.spec.layers))
+        return
     if as_json:
         click.echo(json.dumps(loaded.manifest, indent=2))
         return

@@ -40,7 +40,7 @@ LAYERS = [
     ("helpers", ["runner", "qdq", "data", "shapes", "cache", "io_spec", "executor",
                  "content_key"]),
     ("libraries", ["estimate", "tflite", "pruning", "pytorch", "metrics", "emulation", "task_accuracy",
-                   "split_packed", "input_checks", "bundle", "host_speed"]),
+                   "split_packed", "input_checks", "bundle", "host_speed", "report"]),
     ("stages", ["stages"]),
     ("search", ["search"]),
     ("API", ["", "summary"]),

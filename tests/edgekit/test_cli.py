@@ -66,7 +66,7 @@ def test_every_command_in_the_tables_is_a_module_with_that_command():
     assert set(DEVICE_COMMANDS) == {"run", "bench", "verify", "inspect", "doctor", "targets",
                                     "keygen", "sign", "install", "rollback"}
     assert set(HOST_COMMANDS) == {"build", "bundle", "estimate", "calibrate-host", "emulate",
-                                  "matrix"}
+                                  "matrix", "report"}
     for name, path in DEVICE_COMMANDS.items():
         assert path.startswith("edgekit.commands.") and not path.startswith("edgekit.converters")
         assert importlib.import_module(path).command.name == name
