@@ -355,7 +355,8 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
     ``tuner``: ``TunerOptions`` or a dict of its fields). ``allow_spinning``: onnxruntime
     spin-waits between ops (off for ``efficiency``). ``power_root``: where sysfs and proc
     are. For ``submit``: ``max_batch``, ``max_wait_ms``, ``queue_size``, ``power_aware``,
-    ``run_timeout_s`` (a longer run fails its request and replaces the session).
+    ``run_timeout_s`` (bounds each backend run of the batcher, not the queue wait nor
+    ``predict``: a longer run fails its requests and replaces the session).
     ``allow_nonfinite``: run NaN / inf inputs instead of raising ``InputError``.
     ``trusted_keys``: public key files, folders of ``*.pub`` files or ``PublicKey``
     objects; with those of ``$EDGEKIT_TRUSTED_KEYS`` and the device's trusted-key folders

@@ -39,8 +39,14 @@ class RuntimeOptions:
     queue_size: int = 1024  # submit(): requests waiting at most
     power_aware: bool = True  # submit(): batching follows the power state
     allow_nonfinite: bool = False  # NaN / inf inputs run instead of raising InputError
-    run_timeout_s: float | None = None  # submit(): a run longer than this fails its request
-    # and the session is replaced (onnxruntime stops the run; LiteRT's is left to finish)
+    # submit(): bounds each backend run the batcher makes (a batch, the first request's per-row
+    # probe, a failed batch's request-by-request retries): a longer run fails its requests and
+    # the session is replaced (onnxruntime stops the run; LiteRT's is left to finish). Not the
+    # queue wait (requests queued behind a wedged run then run on the new session) and not
+    # predict(), which runs on the caller's thread. Worst case for one request from submit to
+    # its future's end: its queue wait + run_timeout_s (its batch) + run_timeout_s (its retry
+    # alone, if the batch failed). A caller's own bound: submit(x).result(timeout=...).
+    run_timeout_s: float | None = None
 
     @classmethod
     def build(cls, threads: int | str = 0, tuner: TunerOptions | dict[str, Any] | None = None,
