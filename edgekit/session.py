@@ -173,7 +173,20 @@ class Session:
                 + (f"; unknown {extra}" if extra else "")
             )
         finite = not self.allow_nonfinite
-        return {spec.name: check_array(spec, x[spec.name], finite) for spec in self.inputs}
+        return {spec.name: self._checked(spec, x[spec.name], finite) for spec in self.inputs}
+
+    def _checked(self, spec: TensorSpec, value: Any, finite: bool) -> np.ndarray:
+        """``check_array``, and an image in NHWC for an NCHW input: checked as its NCHW
+        view; handed on as NHWC to a backend that takes it so (a .tflite laid out NHWC: no
+        transpose at all), else made NCHW (one copy, as the runtime needs it)."""
+        array = np.asarray(value)
+        if not _is_nhwc_of(array, spec):
+            return check_array(spec, array, finite)
+        checked = check_array(spec, array.transpose(0, 3, 1, 2), finite)
+        backend = self._backend
+        if backend is not None and spec.name in backend.nhwc_inputs:
+            return checked.transpose(0, 2, 3, 1)
+        return np.ascontiguousarray(checked)
 
     def run_feeds(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Run validated feeds; a fixed batch-1 model runs a larger batch row by row."""
@@ -207,6 +220,19 @@ class Session:
         if len(results) == 1:
             return results[0]
         return {spec.name: value for spec, value in zip(self.outputs, results, strict=True)}
+
+
+def _is_nhwc_of(array: np.ndarray, spec: TensorSpec) -> bool:
+    """A 4-D array whose shape is the NHWC form of an NCHW image input's (and not also its
+    NCHW shape: then it is read as NCHW, the manifest's layout)."""
+    if array.ndim != 4 or spec.layout != "NCHW" or len(spec.shape) != 4:
+        return False
+    _, c, h, w = spec.shape
+    nhwc = all(not isinstance(want, int) or want <= 0 or want == got
+               for want, got in zip((h, w, c), array.shape[1:], strict=True))
+    nchw = all(not isinstance(want, int) or want <= 0 or want == got
+               for want, got in zip((c, h, w), array.shape[1:], strict=True))
+    return nhwc and not nchw
 
 
 def inference_error(runtime: str, feeds: dict[str, np.ndarray], exc: BaseException

@@ -57,6 +57,10 @@ class _TFLiteBackend(Backend):
                                entry.get("inputs"), "input")
         self._out = self._match(outputs, self.interpreter.get_output_details(),
                                 entry.get("outputs"), "output")
+        # inputs whose model layout is NHWC of the manifest's NCHW: they take NHWC arrays too
+        self.nhwc_inputs = frozenset(spec.name for spec, plan in zip(inputs, self._in,
+                                                                      strict=True)
+                                     if plan.perm == NHWC)
         self._fast: tuple[str, tuple[int, ...], InputPlan, InputPlan] | None = None
         if len(self._in) == 1 and len(self._out) == 1 and (
                 self._out[0].perm == tuple(range(len(self._out[0].perm)))):
@@ -95,10 +99,10 @@ class _TFLiteBackend(Backend):
             # one output: every check below is answered; on a 50 us model they would add 30%
             name, shape, plan, out = fast
             x = feeds[name]
-            if x.shape == shape:
+            if x.shape == shape or x.shape == plan.shape and name in self.nhwc_inputs:
                 interpreter = self.interpreter
                 with self._lock:
-                    plan.write(x, interpreter.tensor(plan.index)())
+                    plan.write(x, interpreter.tensor(plan.index)(), x.shape != shape)
                     interpreter.invoke()
                     return [dequantize(interpreter.tensor(out.index)(), out.scale,
                                        out.zero_point)]
@@ -115,7 +119,10 @@ class _TFLiteBackend(Backend):
         interpreter = self.interpreter
         with self._lock:
             for plan, array, spec in zip(self._in, arrays, self.inputs, strict=True):
-                shape = plan.laid_out(array).shape
+                # NHWC handed to an NHWC model (Session.prepare_feeds let it through)
+                laid_out = spec.name in self.nhwc_inputs and array.shape == plan.shape \
+                    and not _fits(array.shape, spec.shape)
+                shape = array.shape if laid_out else plan.laid_out(array).shape
                 if tuple(shape) != plan.shape:
                     raise InputError(
                         f"input {spec.name!r}: the .tflite model expects {list(plan.shape)} "
@@ -123,7 +130,7 @@ class _TFLiteBackend(Backend):
                         f"{list(shape)} after transposing")
                 # a view of the interpreter's own buffer, dropped before invoke (LiteRT
                 # refuses to run while one is alive)
-                plan.write(array, interpreter.tensor(plan.index)())
+                plan.write(array, interpreter.tensor(plan.index)(), laid_out)
             interpreter.invoke()
             return self._results()
 
@@ -173,6 +180,13 @@ class _TFLiteBackend(Backend):
     def close(self) -> None:
         self.interpreter = None
         super().close()
+
+
+def _fits(shape: tuple[int, ...], spec_shape: tuple[Any, ...]) -> bool:
+    """``shape`` matches the manifest's (symbolic dims and a larger batch match anything)."""
+    return len(shape) == len(spec_shape) and all(
+        not isinstance(want, int) or want <= 0 or want == got or axis == 0
+        for axis, (want, got) in enumerate(zip(spec_shape, shape, strict=True)))
 
 
 def _guess_perm(manifest_shape: tuple, model_shape: tuple[int, ...]) -> tuple[int, ...]:
