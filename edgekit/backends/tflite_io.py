@@ -80,6 +80,10 @@ class InputPlan:
         if self._identity or laid_out or array.ndim != len(self.perm):
             self._quantize_into(array, target)
             return
+        value = array.transpose(self.perm)
+        if value.flags.c_contiguous:  # one channel: NCHW and NHWC hold the same bytes
+            self._quantize_into(value, target)
+            return
         codes = self._codes
         if codes is None or codes.shape != array.shape:
             codes = self._codes = np.empty(array.shape, self.dtype)
@@ -152,3 +156,14 @@ def dequantize(raw: np.ndarray, scale: float | None, zero_point: int) -> np.ndar
     out = np.subtract(raw, zero_point, dtype=np.float32)  # exact: small integers in float32
     np.multiply(out, np.float32(scale), out=out)
     return out
+
+
+def dequantize_table(dtype: np.dtype, scale: float | None, zero_point: int
+                     ) -> np.ndarray | None:
+    """The float value of every 8-bit code, indexed by the code's byte (``raw.view(uint8)``),
+    computed with ``dequantize`` itself: one gather per call instead of two ufunc calls with
+    a dtype argument (5 us of a 60 us digits model), the same floats."""
+    if scale is None or np.dtype(dtype).itemsize != 1:
+        return None
+    codes = np.arange(256, dtype=np.uint8).view(np.dtype(dtype))
+    return dequantize(codes, scale, zero_point)
