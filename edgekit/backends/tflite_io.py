@@ -2,12 +2,13 @@
 int8 tensors, without temporaries.
 
 ``InputPlan.write`` quantizes a float array straight into the interpreter's own input
-buffer: divide into one preallocated float buffer (reading the caller's layout, writing the
-model's), clip to the integer range, round half to even, add the zero point, then one cast
-into the interpreter's memory. It gives exactly what ``rint(x / scale) + zp`` clipped gives
-(clipping before rounding is the same because the bounds are integers), so test vectors and
-validation figures do not move; it costs about a third of the old transpose/divide/round/
-clip/astype chain, which allocated five arrays per call.
+buffer: divide into one preallocated float buffer in the caller's layout (contiguous reads),
+clip, round half to even, add the zero point, one cast to int8 codes, then the codes are laid
+out for the model one channel plane at a time (NCHW -> NHWC); an NHWC array for an NHWC model
+skips that last step. It gives exactly what ``rint(x / scale) + zp`` clipped gives (clipping
+before rounding is the same because the bounds are integers), so test vectors and validation
+figures do not move. On a 224x224x3 image: ~0.11 ms from NHWC, ~0.18 ms from NCHW, against
+~0.5 ms for the strided float divide it replaces and ~11 ms for the MobileNetV2-like invoke.
 
 ``InputPlan.write_pixels`` takes a camera frame as it comes (uint8, NHWC, [1, H, W, C] or
 [H, W, C]) when the manifest's preprocess spec says how pixels become the model's input:
