@@ -9,6 +9,7 @@ Heavy dependencies (onnx, onnxruntime, torch) are imported by the stages that ne
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from typing import Any
 
 from edgekit.targets import load_profile
 
-from edgekit.errors import UserError
+from edgekit.errors import ModelFormatError, UserError
 from edgekit.tempfiles import remove_stale_beside
 
 from .context import BuildConfig, BuildContext, new_workdir, temp_under
@@ -72,6 +73,33 @@ def stages_for(config: BuildConfig) -> list[str]:
     return list(plan_for(config).names)
 
 
+NAME_MAX = 255  # bytes in one file name on Linux file systems (ext4, btrfs, tmpfs)
+TEMP_EXTRA = 24  # edgekit/tempfiles.py writes ".<name>.<pid>.<random>.tmp" beside the artifact
+
+
+def _check_paths(source: Any, out: Path, default_name: str) -> None:
+    """Path mistakes found before any work: a source or output name longer than the file
+    system takes (the OS says only "File name too long"), ``-o`` naming an existing folder."""
+    if isinstance(source, (str, Path)):
+        for part in Path(str(source)).parts:
+            if len(os.fsencode(part)) > NAME_MAX:
+                raise ModelFormatError(
+                    f"source {part[:40]}... : a file name of {len(os.fsencode(part))} bytes; "
+                    f"expected at most {NAME_MAX} (the file system's limit): no such file can exist")
+    for part in out.parts[:-1]:
+        if len(os.fsencode(part)) > NAME_MAX:
+            raise UserError(f"output folder name {part[:40]}... is {len(os.fsencode(part))} "
+                            f"bytes; expected at most {NAME_MAX}")
+    if len(os.fsencode(out.name)) > NAME_MAX - TEMP_EXTRA:
+        raise UserError(
+            f"output file name {out.name[:40]}... is {len(os.fsencode(out.name))} bytes; expected "
+            f"at most {NAME_MAX - TEMP_EXTRA} ({NAME_MAX}, the file system's limit, less the "
+            "temp file's suffix): pass -o with a shorter name")
+    if out.is_dir():
+        raise UserError(f"-o {out}: an existing folder; expected the artifact's file path, "
+                        f"e.g. -o {out / default_name}")
+
+
 def _make_output_folder(folder: Path, say: Callable[[str], None]) -> Path | None:
     """``-o new/dir/m.edgekit`` creates ``new/dir`` (as ``mkdir -p``), and says so; the folder
     is returned so that a failed build can remove it again."""
@@ -114,6 +142,7 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
     from .stages.package import default_output
 
     out = Path(config.output) if config.output else default_output(source, profile.name)
+    _check_paths(source, out, default_output(source, profile.name).name)
     say = report or (lambda _m: None)
     created = _make_output_folder(out.parent, say)
     if config.formats:

@@ -10,6 +10,7 @@ context without a list of fields kept by hand: containers are copied, everything
 from __future__ import annotations
 
 import copy
+import numbers
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,6 +25,9 @@ from edgekit.tempfiles import new_entry, private_root
 
 CALIBRATION_METHODS = ("minmax", "percentile", "entropy")
 FORMATS = ("onnx", "tflite")
+# integer options and their least value (a count of -5 samples is a mistake, not "all")
+COUNTS = {"calib_samples": 1, "val_samples": 1, "test_vectors": 0, "seed": 0,
+          "sensitivity_samples": 1, "guard_steps": 0}
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,12 @@ class BuildConfig:
                     raise UserError(f"build option {name} expects a list, got the string "
                                     f"{options[name]!r}")
                 options[name] = tuple(options[name])
+        for name, least in COUNTS.items():  # the CLI's IntRange, for the Python API too
+            value = options.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)
+                                      or value < least):
+                raise UserError(f"build option {name} expects a whole number >= {least}, got "
+                                f"{value!r}")
         return cls(**options)
 
 

@@ -13,10 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.errors import CalibrationError
+from edgekit.errors import CalibrationError, UserError
 from edgekit.preprocess import (
+    SPEC_KEYS,
     check_channels,
     check_spec,
+    check_values,
     default_spec,
     list_images,
     preprocess_image,
@@ -36,7 +38,18 @@ def load_preprocess_toml(path: str) -> dict[str, Any]:
             data = tomllib.load(handle)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise CalibrationError(f"{path}: cannot read the preprocessing TOML: {exc}") from exc
-    return data.get("preprocess", data)
+    spec = data.get("preprocess", data)
+    if not isinstance(spec, dict):
+        raise CalibrationError(f"{path}: [preprocess] must be a table of keys, got {spec!r}")
+    unknown = sorted(set(spec) - set(SPEC_KEYS))
+    if unknown:
+        raise CalibrationError(f"{path}: unknown preprocessing key(s) {unknown}; allowed: "
+                               f"{', '.join(SPEC_KEYS)}")
+    try:
+        check_values(spec)
+    except UserError as exc:
+        raise CalibrationError(f"{path}: {exc}") from exc
+    return spec
 
 
 def image_spec(inputs: list[dict[str, Any]], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -238,18 +251,37 @@ def _checked(data: Dataset, inputs: list[dict[str, Any]]) -> Dataset:
             raise CalibrationError(
                 f"{data.source}: array for {spec['name']!r} has dtype {array.dtype}; expected numbers"
             )
+        if array.dtype.kind == "f" and not np.isfinite(array).all():
+            bad = int(np.count_nonzero(~np.isfinite(array)))
+            raise CalibrationError(
+                f"{data.source}: array for {spec['name']!r} holds {bad} non-finite value(s) "
+                f"(NaN or inf) of {array.size}; expected finite numbers: calibration ranges "
+                "come from these values (drop or repair those samples)")
         dtype = spec.get("dtype", "float32")  # integer inputs are fed as they are
         data.arrays[spec["name"]] = np.ascontiguousarray(array, dtype=np.dtype(
             "bool" if dtype == "bool" else dtype))
     if len(data) == 0:
         raise CalibrationError(f"{data.source}: holds no samples")
     if data.labels is not None:
-        data.labels = np.asarray(data.labels).astype(np.int64).reshape(-1)
+        data.labels = _integer_labels(np.asarray(data.labels), data.source)
         if len(data.labels) != len(data):
             raise CalibrationError(
                 f"{data.source}: {len(data.labels)} labels for {len(data)} samples"
             )
     return data
+
+
+def _integer_labels(labels: np.ndarray, source: str) -> np.ndarray:
+    """Labels as int64 class indices; strings, fractions or NaN are a ``CalibrationError``."""
+    whole = labels.dtype.kind in "iub" or (
+        labels.dtype.kind == "f" and bool(np.all(np.isfinite(labels)))
+        and bool(np.all(labels == np.round(labels))))
+    if not whole:
+        sample = labels.reshape(-1)[:3].tolist()
+        raise CalibrationError(
+            f"{source}: labels ('y') have dtype {labels.dtype} (first values {sample}); "
+            "expected integer class indices 0..K-1 (map class names to their index first)")
+    return labels.astype(np.int64).reshape(-1)
 
 
 def _fits(dims: tuple[int, ...], want: list[Any]) -> bool:

@@ -25,6 +25,19 @@ def tensor_shape(value_info: Any) -> list[int | str]:
     return dims
 
 
+def refuse_scalar_outputs(model: Any, where: str) -> None:
+    """A rank-0 output (``ReduceMean`` with ``keepdims=0`` over everything, ``x.mean()``) has
+    no batch axis: calibration cannot stack it per sample and the runtime cannot split it per
+    request, so the build refuses it before any work, naming the fix."""
+    scalars = [vi.name for vi in model.graph.output
+               if vi.type.tensor_type.HasField("shape") and not vi.type.tensor_type.shape.dim]
+    if scalars:
+        raise UnsupportedModelError(
+            f"{where}: output(s) {scalars} are scalars (shape []); expected outputs with a "
+            "batch axis, e.g. [1] or [N, ...]: keep the reduced axes (keepdims=1, "
+            "x.mean(dim=..., keepdim=True)) or reshape the result to [1]")
+
+
 def describe_io(model: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     initializers = {i.name for i in model.graph.initializer}
     inputs, outputs = [], []

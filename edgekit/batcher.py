@@ -24,8 +24,9 @@ Never mixed, never lost: requests are joined only when every output is per-row
 before it is split. A failing batch is retried request by request, so only a bad request
 fails. Everything the worker does is guarded: should it ever stop, every pending future
 fails with ``BatcherDeadError`` and ``submit`` raises it. ``close()`` sets a flag (it never
-queues behind a full queue). ``run_timeout_s`` bounds each run (``edgekit/timed_run.py``).
-"""
+queues behind a full queue). ``run_timeout_s`` bounds each backend run (``edgekit/timed_run.py``):
+a batch, the per-row probe, each retry alone; not the time a request waits in the queue (see
+``RuntimeOptions.run_timeout_s`` for the worst case of one request)."""
 
 from __future__ import annotations
 

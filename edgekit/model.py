@@ -95,6 +95,7 @@ class Model:
         self.policy = options.policy
         self._recorder: Recorder = self.session.recorder  # predict's fast path: one lookup
         self._skip = 0  # predict calls left untimed before the next timed one
+        self._pixels: dict[str, Any] | None = None  # checked preprocess spec for uint8 frames
         self._fixed_batch = self.session.fixed_batch
         self._fast_name = self.inputs[0].name if len(self.inputs) == 1 else None
         self._fast_shapes: set[tuple[int, ...]] = set()  # shapes that passed validation
@@ -239,7 +240,12 @@ class Model:
                timeout: float | None = None) -> Any:
         """Queue one request for the batcher; returns a ``concurrent.futures.Future``.
         A full queue makes the caller wait (``block``, up to ``timeout`` seconds) or, with
-        ``block=False``, raises ``QueueFullError`` at once."""
+        ``block=False``, raises ``QueueFullError`` at once. A uint8 camera frame (as for
+        ``predict_pixels``) is preprocessed on the caller's thread, straight into the
+        model's layout (NHWC for a .tflite: no transpose)."""
+        if type(x) is _NDARRAY and x.dtype == np.uint8 and len(self.inputs) == 1 \
+                and self.inputs[0].dtype.startswith("float"):
+            x = self._frame_feed(x)
         batcher = self._batcher
         if batcher is None:
             if self._closed:
@@ -292,10 +298,7 @@ class Model:
         """A uint8 camera frame ([1, H, W, C], [H, W, C] or [H, W] for gray) preprocessed as
         the manifest says. An int8 NHWC .tflite takes it through one table lookup into its
         input buffer (no float round trip, the same codes); other models normalize it."""
-        from edgekit.preprocess import check_spec, default_spec, normalize
-
-        spec = check_spec(self.spec.inputs[0].preprocess or default_spec(
-            self.inputs[0].shape, self.inputs[0].layout or "NCHW"))
+        spec = self._pixel_spec()
         backend = self.session.backend
         pixels = getattr(backend, "run_pixels", None)
         if pixels is not None and (frame.ndim == 3 or frame.ndim == 4 and frame.shape[0] == 1) \
@@ -304,11 +307,30 @@ class Model:
             results = pixels(frame, spec)
             self._recorder.add(t0, perf_counter(), 1, backend.options.threads)
             return self.session.format_outputs(results)
+        return self.predict(self._frame_feed(frame))
+
+    def _pixel_spec(self) -> dict[str, Any]:
+        from edgekit.preprocess import check_spec, default_spec
+
+        spec = self._pixels
+        if spec is None:
+            spec = self._pixels = check_spec(self.spec.inputs[0].preprocess or default_spec(
+                self.inputs[0].shape, self.inputs[0].layout or "NCHW"))
+        return spec
+
+    def _frame_feed(self, frame: np.ndarray) -> np.ndarray:
+        """A uint8 frame as the float input: normalized as the manifest says, in NHWC when
+        the backend takes NHWC (no transpose), else in the manifest's layout."""
+        from edgekit.preprocess import normalize
+
         frame = frame[0] if frame.ndim == 4 and frame.shape[0] == 1 else frame
         if frame.ndim not in (2, 3):
             raise InputError(f"input {self.inputs[0].name!r}: a uint8 frame must be [H, W], "
                              f"[H, W, C] or [1, H, W, C]; got {list(frame.shape)}")
-        return self.predict(normalize(frame, spec))
+        spec = self._pixel_spec()
+        if spec["layout"] == "NCHW" and self.inputs[0].name in self.session.backend.nhwc_inputs:
+            spec = {**spec, "layout": "NHWC"}
+        return normalize(frame, spec)
 
     def close(self) -> None:
         """Drain the batcher's queue, stop the tuner and the power monitor, free the session."""
@@ -355,7 +377,8 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
     ``tuner``: ``TunerOptions`` or a dict of its fields). ``allow_spinning``: onnxruntime
     spin-waits between ops (off for ``efficiency``). ``power_root``: where sysfs and proc
     are. For ``submit``: ``max_batch``, ``max_wait_ms``, ``queue_size``, ``power_aware``,
-    ``run_timeout_s`` (a longer run fails its request and replaces the session).
+    ``run_timeout_s`` (bounds each backend run of the batcher, not the queue wait nor
+    ``predict``: a longer run fails its requests and replaces the session).
     ``allow_nonfinite``: run NaN / inf inputs instead of raising ``InputError``.
     ``trusted_keys``: public key files, folders of ``*.pub`` files or ``PublicKey``
     objects; with those of ``$EDGEKIT_TRUSTED_KEYS`` and the device's trusted-key folders

@@ -16,6 +16,7 @@ Spec keys (all recorded in the manifest)::
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -27,6 +28,7 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".we
 RESIZE_MODES = ("none", "stretch", "center-crop")
 COLORS = ("gray", "rgb", "bgr")
 LAYOUTS = ("NCHW", "NHWC")
+SPEC_KEYS = ("size", "resize", "color", "layout", "scale", "mean", "std")
 # Pillow modes that hold plain 8-bit pixels we can convert without guessing.
 _CONVERTIBLE = {"L", "LA", "P", "RGB", "RGBA", "RGBX", "CMYK", "YCbCr", "1"}
 
@@ -69,27 +71,55 @@ def check_channels(spec: dict[str, Any], shape: tuple[Any, ...] | list[Any]) -> 
         )
 
 
+def _number(key: str, value: Any) -> float:
+    """A finite int or float (``true`` is not 1, ``"0.5"`` is not 0.5)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise UserError(f"preprocess {key} holds {value!r} ({type(value).__name__}); expected a "
+                        "finite number")
+    return float(value)
+
+
+def check_values(spec: dict[str, Any]) -> None:
+    """The type and range of every key present (a TOML file may hold a few of them)."""
+    for key, allowed in (("resize", RESIZE_MODES), ("color", COLORS), ("layout", LAYOUTS)):
+        if key in spec and (not isinstance(spec[key], str) or spec[key] not in allowed):
+            raise UserError(f"preprocess {key} = {spec[key]!r}; allowed: {', '.join(allowed)}")
+    if "size" in spec:
+        size = spec["size"]
+        if not (isinstance(size, (list, tuple)) and len(size) == 2 and all(
+                isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in size)):
+            raise UserError(f"preprocess size must be [height, width] (two positive whole "
+                            f"numbers), got {size!r}")
+    if "scale" in spec and _number("scale", spec["scale"]) == 0:
+        raise UserError("preprocess scale = 0; expected a non-zero factor (default 1/255)")
+    for key in ("mean", "std"):
+        if key in spec:
+            values = spec[key] if isinstance(spec[key], (list, tuple)) else [spec[key]]
+            if not values:
+                raise UserError(f"preprocess {key} = []; expected one value or one per channel")
+            for value in values:
+                _number(key, value)
+
+
 def check_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """Validate a spec; return it with defaults filled."""
     spec = {"resize": "none", "color": "rgb", "layout": "NCHW", "scale": 1.0 / 255.0,
             "mean": [0.0], "std": [1.0], **spec}
-    for key, allowed in (("resize", RESIZE_MODES), ("color", COLORS), ("layout", LAYOUTS)):
-        if spec[key] not in allowed:
-            raise UserError(f"preprocess {key} = {spec[key]!r}; allowed: {', '.join(allowed)}")
-    size = spec.get("size")
-    if not (isinstance(size, (list, tuple)) and len(size) == 2 and all(int(s) > 0 for s in size)):
-        raise UserError(f"preprocess size must be [height, width], got {size!r}")
+    check_values(spec)
+    if "size" not in spec:
+        raise UserError("preprocess size must be [height, width], got None")
     channels = 1 if spec["color"] == "gray" else 3
     for key in ("mean", "std"):
         values = spec[key] if isinstance(spec[key], (list, tuple)) else [spec[key]]
         if len(values) not in (1, channels):
             raise UserError(
-                f"preprocess {key} has {len(values)} values; expected 1 or {channels} "
-                f"for color {spec['color']}"
+                f"preprocess {key} has {len(values)} values; expected "
+                f"{'1' if channels == 1 else '1 or 3'} for color {spec['color']}"
             )
         spec[key] = [float(v) for v in values]
     if any(s == 0 for s in spec["std"]):
-        raise UserError("preprocess std must not contain 0")
+        raise UserError(f"preprocess std = {spec['std']}; expected non-zero values (the "
+                        "pixels are divided by them)")
     return spec
 
 

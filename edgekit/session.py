@@ -39,8 +39,14 @@ class RuntimeOptions:
     queue_size: int = 1024  # submit(): requests waiting at most
     power_aware: bool = True  # submit(): batching follows the power state
     allow_nonfinite: bool = False  # NaN / inf inputs run instead of raising InputError
-    run_timeout_s: float | None = None  # submit(): a run longer than this fails its request
-    # and the session is replaced (onnxruntime stops the run; LiteRT's is left to finish)
+    # submit(): bounds each backend run the batcher makes (a batch, the first request's per-row
+    # probe, a failed batch's request-by-request retries): a longer run fails its requests and
+    # the session is replaced (onnxruntime stops the run; LiteRT's is left to finish). Not the
+    # queue wait (requests queued behind a wedged run then run on the new session) and not
+    # predict(), which runs on the caller's thread. Worst case for one request from submit to
+    # its future's end: its queue wait + run_timeout_s (its batch) + run_timeout_s (its retry
+    # alone, if the batch failed). A caller's own bound: submit(x).result(timeout=...).
+    run_timeout_s: float | None = None
 
     @classmethod
     def build(cls, threads: int | str = 0, tuner: TunerOptions | dict[str, Any] | None = None,
@@ -167,7 +173,20 @@ class Session:
                 + (f"; unknown {extra}" if extra else "")
             )
         finite = not self.allow_nonfinite
-        return {spec.name: check_array(spec, x[spec.name], finite) for spec in self.inputs}
+        return {spec.name: self._checked(spec, x[spec.name], finite) for spec in self.inputs}
+
+    def _checked(self, spec: TensorSpec, value: Any, finite: bool) -> np.ndarray:
+        """``check_array``, and an image in NHWC for an NCHW input: checked as its NCHW
+        view; handed on as NHWC to a backend that takes it so (a .tflite laid out NHWC: no
+        transpose at all), else made NCHW (one copy, as the runtime needs it)."""
+        array = np.asarray(value)
+        if not _is_nhwc_of(array, spec):
+            return check_array(spec, array, finite)
+        checked = check_array(spec, array.transpose(0, 3, 1, 2), finite)
+        backend = self._backend
+        if backend is not None and spec.name in backend.nhwc_inputs:
+            return checked.transpose(0, 2, 3, 1)
+        return np.ascontiguousarray(checked)
 
     def run_feeds(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Run validated feeds; a fixed batch-1 model runs a larger batch row by row."""
@@ -201,6 +220,19 @@ class Session:
         if len(results) == 1:
             return results[0]
         return {spec.name: value for spec, value in zip(self.outputs, results, strict=True)}
+
+
+def _is_nhwc_of(array: np.ndarray, spec: TensorSpec) -> bool:
+    """A 4-D array whose shape is the NHWC form of an NCHW image input's (and not also its
+    NCHW shape: then it is read as NCHW, the manifest's layout)."""
+    if array.ndim != 4 or spec.layout != "NCHW" or len(spec.shape) != 4:
+        return False
+    _, c, h, w = spec.shape
+    nhwc = all(not isinstance(want, int) or want <= 0 or want == got
+               for want, got in zip((h, w, c), array.shape[1:], strict=True))
+    nchw = all(not isinstance(want, int) or want <= 0 or want == got
+               for want, got in zip((c, h, w), array.shape[1:], strict=True))
+    return nhwc and not nchw
 
 
 def inference_error(runtime: str, feeds: dict[str, np.ndarray], exc: BaseException

@@ -3,7 +3,7 @@
     edgekit estimate --target rpi4 model.onnx
     edgekit estimate --target host model.edgekit --threads 1,2 --json
 
-Host only (reads the ONNX graph with onnx); the converters are imported inside the command.
+Host only (reads the ONNX graph with onnx, a .tflite with the LiteRT wheel's schema); the converters are imported inside the command.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from edgekit.commands.params import INPUT_SHAPES, THREAD_COUNTS
 def command(model: str, target: str, threads: list[int] | None, no_calibrate: bool,
             input_shape: list[tuple[int, ...]] | dict[str, tuple[int, ...]] | None,
             as_json: bool) -> None:
-    """Estimate MODEL (.onnx, or a built .edgekit) on a target: float32 and int8."""
+    """Estimate MODEL (.onnx, .tflite, or a built .edgekit) on a target: float32 and int8."""
     from edgekit.converters.estimate import estimate
     from edgekit.converters.estimate.host_rates import is_cached
 
@@ -50,6 +50,10 @@ def _named(model: str, shapes: list[tuple[int, ...]] | dict[str, tuple[int, ...]
     if not shapes or isinstance(shapes, dict):
         return shapes or None
     from edgekit.converters.estimate.graph import load_model
+    from edgekit.converters.estimate.tflite_graph import TFLiteModel, tflite_bytes
     from edgekit.converters.io_spec import describe_io, named_shapes
 
+    tflite = tflite_bytes(model)
+    if tflite is not None:  # fixed shapes: name them in order, the estimator compares
+        return dict(zip(TFLiteModel(tflite, model).input_names(), shapes, strict=False))
     return named_shapes(shapes, describe_io(load_model(model))[0])

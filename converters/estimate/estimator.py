@@ -15,11 +15,14 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from edgekit.errors import UnsupportedModelError
+
 from .cost import CostModel, power_w
 from .graph import load_model, read_graph
 from .host_rates import load_or_calibrate
 from .liveness import peak_activations
 from .ops import KINDS, Op, build_ops
+from .tflite_graph import TFLiteModel, read_tflite, tflite_bytes
 from .types import Graph
 
 
@@ -67,10 +70,10 @@ class Estimate:
         return format_table(self)
 
 
-def analyse(source: Any, precision: str, model: CostModel, threads: list[int],
-            profile: Any) -> tuple[Variant, Graph, list[Op]]:
-    """One variant: graph -> kernel calls -> figures."""
-    graph = read_graph(source, precision)
+def analyse(graph: Graph, model: CostModel, threads: list[int],
+            profile: Any) -> tuple[Variant, list[Op]]:
+    """One variant: graph (read at its precision) -> kernel calls -> figures."""
+    precision = graph.precision
     ops = build_ops(graph)
     weights = {w for op in ops if op.kind != "alias" for w in op.weight_names}
     weight_bytes = sum(graph.info(w).nbytes for w in weights)
@@ -95,13 +98,14 @@ def analyse(source: Any, precision: str, model: CostModel, threads: list[int],
         variant.power_w[t] = power_w(profile, t)
         variant.energy_j[t] = variant.power_w[t] * seconds
     variant.latency_by_kind = model.latency_by_kind(ops, threads[-1])
-    return variant, graph, ops
+    return variant, ops
 
 
 def estimate(source: Any, target: Any = "rpi4", threads: list[int] | None = None,
              calibrate: bool = True,
              input_shapes: dict[str, tuple[int, ...]] | None = None) -> Estimate:
-    """Estimate ``source`` (ONNX path, ``.edgekit`` path or ModelProto) on ``target``.
+    """Estimate ``source`` (ONNX or ``.tflite`` path, ``.edgekit`` path or ModelProto) on
+    ``target``; an artifact is read through its ONNX model, else through its ``.tflite``.
 
     ``threads`` defaults to 1 and the profile's thread count. ``calibrate=False`` makes the
     ``host`` target fail instead of running the micro-benchmark when nothing is cached.
@@ -111,6 +115,10 @@ def estimate(source: Any, target: Any = "rpi4", threads: list[int] | None = None
     from edgekit.targets import Profile, load_profile
 
     profile = target if isinstance(target, Profile) else load_profile(target)
+    tflite = tflite_bytes(source)
+    if tflite is not None:
+        return _estimate_tflite(TFLiteModel(tflite, str(source)), str(source), profile,
+                                _cost_model(profile, calibrate), threads, input_shapes)
     model_proto = load_model(source)
     open_dims = _open_dims(model_proto, input_shapes or {})
     if input_shapes:
@@ -119,8 +127,7 @@ def estimate(source: Any, target: Any = "rpi4", threads: list[int] | None = None
 
         model_proto = pin_inputs(model_proto, named_shapes(input_shapes,
                                                            describe_io(model_proto)[0]))
-    benchmark = profile.cost_model is not None and profile.cost_model.method == "benchmark"
-    cost = CostModel.from_profile(profile, load_or_calibrate(run=calibrate) if benchmark else None)
+    cost = _cost_model(profile, calibrate)
     if threads is None:
         threads = sorted({1, profile.threads})
     stored_bytes: Counter[str] = Counter()
@@ -145,7 +152,8 @@ def estimate(source: Any, target: Any = "rpi4", threads: list[int] | None = None
         f"input {name!r} has symbolic dim(s) {dims} past the batch, costed at 1: pass "
         f"--input-shape {name}=DIMS for the size it will run at" for name, dims in open_dims]
     for precision in ("float32", "int8"):
-        variant, graph, _ = analyse(model_proto, precision, cost, threads, profile)
+        graph = read_graph(model_proto, precision)
+        variant, _ = analyse(graph, cost, threads, profile)
         variants[precision] = variant
         if graph.unknown_shapes and precision == "float32":
             warnings.append(
@@ -157,6 +165,34 @@ def estimate(source: Any, target: Any = "rpi4", threads: list[int] | None = None
                     stored_bytes_by_dtype=dict(stored_bytes),
                     stored_params_by_dtype=dict(stored_params), variants=variants,
                     warnings=warnings)
+
+
+def _cost_model(profile: Any, calibrate: bool) -> CostModel:
+    benchmark = profile.cost_model is not None and profile.cost_model.method == "benchmark"
+    return CostModel.from_profile(profile, load_or_calibrate(run=calibrate) if benchmark else None)
+
+
+def _estimate_tflite(model: TFLiteModel, name: str, profile: Any, cost: CostModel,
+                     threads: list[int] | None,
+                     input_shapes: dict[str, tuple[int, ...]] | None) -> Estimate:
+    """A ``.tflite`` (or a tflite-only artifact): shapes are fixed in the file, so
+    ``input_shapes`` may only repeat them."""
+    fixed = dict(zip(model.input_names(), (model.shape(i) for i in model.graph.inputs),
+                     strict=True))
+    for key, dims in (input_shapes or {}).items():
+        if key not in fixed or tuple(dims) != fixed[key]:
+            raise UnsupportedModelError(
+                f"{name}: a .tflite model has fixed input shapes {fixed}; --input-shape "
+                f"{key}={'x'.join(map(str, dims))} differs (estimate the source ONNX model "
+                "to cost another size)")
+    threads = threads or sorted({1, profile.threads})
+    variants = {p: analyse(read_tflite(model, p), cost, threads, profile)[0]
+                for p in ("float32", "int8")}
+    stored_bytes, stored_params = model.stored()
+    return Estimate(model=name, target=profile.name, method=cost.method, source=cost.source,
+                    threads=list(threads), stored=model.stored_precision(),
+                    stored_bytes_by_dtype=stored_bytes, stored_params_by_dtype=stored_params,
+                    variants=variants, warnings=[])
 
 
 def _open_dims(model: Any, pinned: dict[str, tuple[int, ...]]) -> list[tuple[str, list[str]]]:

@@ -21,7 +21,7 @@ from edgekit.artifact import sha256_file
 from edgekit.errors import ExportError, ModelFormatError
 
 from ..context import BuildContext
-from ..io_spec import describe_io
+from ..io_spec import describe_io, refuse_scalar_outputs
 from ..pipeline import Stage
 
 MAX_TRACER_WARNINGS = 3
@@ -90,6 +90,7 @@ class ExportTorch(Stage):
         except onnx.checker.ValidationError as exc:
             raise ModelFormatError(f"the {result.exporter} exporter wrote an invalid ONNX model: "
                                    f"{str(exc).strip().splitlines()[0]}") from exc
+        refuse_scalar_outputs(model, str(src.name))
         ctx.inputs, ctx.outputs = describe_io(model)
         opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
         ctx.source_info.update(

@@ -70,6 +70,9 @@ class Backend(ABC):
     name: ClassVar[str]  # e.g. "onnxruntime"
     format: ClassVar[str]  # model format it executes: "onnx" or "tflite"
     package: ClassVar[str]  # pip distribution that provides the runtime
+    # inputs this model takes in NHWC as well as in the manifest's NCHW (a .tflite laid out
+    # NHWC): Session.prepare_feeds hands those NHWC arrays through untransposed
+    nhwc_inputs: frozenset[str] = frozenset()
 
     def __init__(
         self,

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from edgekit.backends.base import Backend, BackendOptions, TensorSpec
-from edgekit.backends.tflite_io import InputPlan, dequantize
+from edgekit.backends.tflite_io import InputPlan, dequantize, dequantize_table
 from edgekit.errors import ArtifactError, InputError
 from edgekit.native_log import quiet_native_info
 
@@ -57,12 +57,19 @@ class _TFLiteBackend(Backend):
                                entry.get("inputs"), "input")
         self._out = self._match(outputs, self.interpreter.get_output_details(),
                                 entry.get("outputs"), "output")
-        self._fast: tuple[str, tuple[int, ...], InputPlan, InputPlan] | None = None
+        # inputs whose model layout is NHWC of the manifest's NCHW: they take NHWC arrays too
+        self.nhwc_inputs = frozenset(spec.name for spec, plan in zip(inputs, self._in,
+                                                                      strict=True)
+                                     if plan.perm == NHWC)
+        self._fast: tuple[str, tuple[int, ...], InputPlan, InputPlan, np.ndarray | None
+                          ] | None = None
         if len(self._in) == 1 and len(self._out) == 1 and (
                 self._out[0].perm == tuple(range(len(self._out[0].perm)))):
             plan = self._in[0]
             source = tuple(plan.shape[i] for i in plan.inverse)  # in the manifest's layout
-            self._fast = (inputs[0].name, source, plan, self._out[0])
+            out = self._out[0]
+            self._fast = (inputs[0].name, source, plan, out,
+                          dequantize_table(out.dtype, out.scale, out.zero_point))
 
     # -- mapping manifest tensors onto the model's ---------------------------------------
     @staticmethod
@@ -93,15 +100,17 @@ class _TFLiteBackend(Backend):
         if fast is not None:
             # one input already in the shape the model takes (after its layout permutation),
             # one output: every check below is answered; on a 50 us model they would add 30%
-            name, shape, plan, out = fast
+            name, shape, plan, out, table = fast
             x = feeds[name]
-            if x.shape == shape:
+            if x.shape == shape or x.shape == plan.shape and name in self.nhwc_inputs:
                 interpreter = self.interpreter
                 with self._lock:
-                    plan.write(x, interpreter.tensor(plan.index)())
+                    plan.write(x, interpreter.tensor(plan.index)(), x.shape != shape)
                     interpreter.invoke()
-                    return [dequantize(interpreter.tensor(out.index)(), out.scale,
-                                       out.zero_point)]
+                    raw = interpreter.tensor(out.index)()
+                    if table is not None:
+                        return [table.take(raw.view(np.uint8))]
+                    return [dequantize(raw, out.scale, out.zero_point)]
         arrays = [np.asarray(feeds[spec.name]) for spec in self.inputs]
         model_batch = self._in[0].shape[0] if self._in and self._in[0].shape else 1
         batch = arrays[0].shape[0] if arrays and arrays[0].ndim else 1
@@ -115,7 +124,10 @@ class _TFLiteBackend(Backend):
         interpreter = self.interpreter
         with self._lock:
             for plan, array, spec in zip(self._in, arrays, self.inputs, strict=True):
-                shape = plan.laid_out(array).shape
+                # NHWC handed to an NHWC model (Session.prepare_feeds let it through)
+                laid_out = spec.name in self.nhwc_inputs and array.shape == plan.shape \
+                    and not _fits(array.shape, spec.shape)
+                shape = array.shape if laid_out else plan.laid_out(array).shape
                 if tuple(shape) != plan.shape:
                     raise InputError(
                         f"input {spec.name!r}: the .tflite model expects {list(plan.shape)} "
@@ -123,7 +135,7 @@ class _TFLiteBackend(Backend):
                         f"{list(shape)} after transposing")
                 # a view of the interpreter's own buffer, dropped before invoke (LiteRT
                 # refuses to run while one is alive)
-                plan.write(array, interpreter.tensor(plan.index)())
+                plan.write(array, interpreter.tensor(plan.index)(), laid_out)
             interpreter.invoke()
             return self._results()
 
@@ -173,6 +185,13 @@ class _TFLiteBackend(Backend):
     def close(self) -> None:
         self.interpreter = None
         super().close()
+
+
+def _fits(shape: tuple[int, ...], spec_shape: tuple[Any, ...]) -> bool:
+    """``shape`` matches the manifest's (symbolic dims and a larger batch match anything)."""
+    return len(shape) == len(spec_shape) and all(
+        not isinstance(want, int) or want <= 0 or want == got or axis == 0
+        for axis, (want, got) in enumerate(zip(spec_shape, shape, strict=True)))
 
 
 def _guess_perm(manifest_shape: tuple, model_shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -172,14 +172,16 @@ def test_search_on_onnx_skips_prune_ratios_for_a_latency_budget(tmp_path: Path) 
     assert "prune 0.25" not in proc.stderr  # not tried
 
 
-def test_estimate_on_a_tflite_only_artifact_names_the_source(tmp_path: Path) -> None:
+def test_estimate_reads_a_tflite_only_artifact(tmp_path: Path) -> None:
     out = tmp_path / "d.edgekit"
     assert main(["build", "-t", "rpi4", str(DIGITS_ONNX), "--calib", str(DIGITS_NPZ),
                  "-o", str(out), "-q"]) == 0
     proc = run("estimate", "--target", "rpi4", str(out))
-    assert proc.returncode == 2
-    assert "`edgekit estimate --target rpi4 digits_cnn.onnx`" in proc.stderr
-    assert "--format both" in proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    assert "(stored as int8)" in proc.stdout
+    # the digits CNN's 121,994 parameters and 1.85 M MACs, read from the .tflite
+    assert "121.99 k" in proc.stdout and "1.85 M" in proc.stdout
+    assert "peak activations at: float32 CONV_2D#" in proc.stdout
 
 
 def test_typod_class_in_a_file_names_the_classes(tmp_path: Path) -> None:
