@@ -147,16 +147,16 @@ class ChunkHistograms:
     recipe: Recipe
     method: str
     absolute: bool
-    first: int  # the shard's first global chunk index
     grids: dict[str, list[Grid]]  # tensor -> grid per global chunk
     offsets: dict[str, list[int]]  # tensor -> final offset per global chunk
     sizes: dict[str, int]  # tensor -> final bin count
     num_bins: int
 
-    def __call__(self, data: Dataset) -> dict[str, np.ndarray]:
+    def __call__(self, item: tuple[int, Dataset]) -> dict[str, np.ndarray]:
+        first, data = item  # the shard's first global chunk index, its samples
         sums = {name: np.zeros(size, dtype=np.int64) for name, size in self.sizes.items()}
         with self.recipe.calibrator(self.method) as calibrator:
-            for k, feeds in enumerate(self.recipe.chunks(data), start=self.first):
+            for k, feeds in enumerate(self.recipe.chunks(data), start=first):
                 for name, flat in _activations(calibrator, feeds).items():
                     grid, at = self.grids[name][k], self.offsets[name][k]
                     if self.absolute:
@@ -255,8 +255,11 @@ def _merge_minmax(parts: list[Any]) -> Any:
 
 def _histogram_method(executor: Executor, recipe: Recipe, method: str, pieces: list[Dataset],
                       firsts: list[int], quiet: bool) -> Any:
-    from onnxruntime.quantization.calibrate import (CalibrationMethod, HistogramCollector,
-                                                    TensorsData)
+    from onnxruntime.quantization.calibrate import (
+        CalibrationMethod,
+        HistogramCollector,
+        TensorsData,
+    )
 
     options = recipe.options[method]
     symmetric = bool(options.get("symmetric", method == "percentile"))
@@ -270,13 +273,12 @@ def _histogram_method(executor: Executor, recipe: Recipe, method: str, pieces: l
     dtypes = {name: ranges[name][0][0].dtype for name in order}
     replays = {name: (replay_absolute(ranges[name], num_bins, dtypes[name]) if absolute
                       else replay_value(ranges[name], num_bins)) for name in order}
-    task = ChunkHistograms(recipe, method, absolute, 0,
+    task = ChunkHistograms(recipe, method, absolute,
                            {n: r[0] for n, r in replays.items()},
                            {n: r[1] for n, r in replays.items()},
                            {n: r[2] for n, r in replays.items()}, num_bins)
-    counts = executor.map(
-        _AtChunk(task), list(zip(firsts, pieces)), label=f"calibrating ({method}, histograms)",
-        quiet=quiet)
+    counts = executor.map(task, list(zip(firsts, pieces, strict=True)),
+                          label=f"calibrating ({method}, histograms)", quiet=quiet)
     collector = HistogramCollector(method=method, symmetric=symmetric, num_bins=num_bins,
                                    num_quantized_bins=options.get("num_quantized_bins", 128),
                                    percentile=options.get("percentile", 99.999), scenario="same")
@@ -294,11 +296,3 @@ def _histogram_method(executor: Executor, recipe: Recipe, method: str, pieces: l
     kind = CalibrationMethod.Entropy if method == "entropy" else CalibrationMethod.Percentile
     return TensorsData(kind, thresholds)
 
-
-@dataclass(frozen=True)
-class _AtChunk:
-    task: ChunkHistograms
-
-    def __call__(self, item: tuple[int, Dataset]) -> dict[str, np.ndarray]:
-        first, data = item
-        return ChunkHistograms(**{**self.task.__dict__, "first": first})(data)

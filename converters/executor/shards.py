@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..context import Dataset
+from ..context import BuildConfig, Dataset
 from . import Executor, parse_executor
 
 ALIGN = 32  # lcm of stages.calibrate.CHUNK_SAMPLES (8) and runner.BATCH (32)
@@ -72,3 +72,10 @@ def run_dataset_on(executor: Executor, model: Path, data: Dataset, *, exact_int8
     results = executor.map(OutputsTask(Path(model).read_bytes(), exact_int8), pieces,
                            label=label, quiet=quiet)
     return [np.concatenate([r[j] for r in results]) for j in range(len(results[0]))]
+
+
+def build_outputs(config: BuildConfig, model: Path, data: Dataset, *,
+                  exact_int8: bool = False) -> list[np.ndarray]:
+    """A build's validation run: on its ``--executor`` in ``config.shards`` shards."""
+    return run_dataset_on(executor_for(config.executor), model, data, exact_int8=exact_int8,
+                          shards=config.shards, quiet=config.quiet)
