@@ -159,3 +159,12 @@ def test_search_on_ray_gives_the_local_model(cluster, tmp_path):
     assert table(remote) == table(local)
     assert remote["validation"] == local["validation"]
     assert remote["test_vectors"] == local["test_vectors"]
+
+
+def test_a_bad_executor_flag_exits_2_naming_the_forms(capsys):
+    from edgekit.cli import main
+
+    code = main(["build", "-t", "host", str(DIGITS_ONNX), "--calib", str(DIGITS_NPZ),
+                 "--executor", "dask"])
+    assert code == 2
+    assert "expected local, ray or ray:HOST:PORT; got 'dask'" in capsys.readouterr().err
