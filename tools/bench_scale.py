@@ -88,7 +88,7 @@ def throughput(cells: int) -> dict[int, float]:
             executor.close()
         rates[workers] = cells / seconds * 60
         print(f"  {workers} Ray worker(s): {cells} builds in {seconds:.1f} s = "
-              f"{rates[workers]:.1f} builds/min")
+              f"{rates[workers]:.1f} builds/min (load average {os.getloadavg()[0]:.1f})")
     same = digests[1] == digests[2]
     print(f"  2 workers / 1 worker: {rates[2] / rates[1]:.2f}x; same models both runs: {same}")
     return rates
@@ -165,7 +165,8 @@ def main() -> int:
     parser.add_argument("--shards", type=int, default=4)
     args = parser.parse_args()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    print(f"machine: {os.cpu_count()} CPU(s)")
+    # other processes' load moves these figures: the 1-minute load average says how much
+    print(f"machine: {os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.1f}")
     print(f"matrix throughput (digits CNN x {args.cells} target cells, one build per task):")
     throughput(args.cells)
     print(f"merged calibration ({args.samples} samples, exact equality with one process):")

@@ -50,17 +50,23 @@ class RayExecutor:
         """``address`` None: start a local cluster with ``num_cpus`` workers (default: this
         machine's cores). Inside a process where Ray is already initialized, that cluster is
         used (and left running by ``close``)."""
-        ray = _import_ray()
-        self._ray = ray
+        self._ray = _import_ray()
         self.address = address
+        self.num_cpus = num_cpus
         self._owns = False
+        self._connect()
+
+    def _connect(self) -> None:
+        ray, address, num_cpus = self._ray, self.address, self.num_cpus
         if ray.is_initialized():
             return
         quiet = {"logging_level": logging.ERROR, "log_to_driver": False,
                  "include_dashboard": False, "configure_logging": True}
         try:
             if address is None:
-                ray.init(num_cpus=num_cpus or os.cpu_count() or 1,
+                # "local": a new cluster of this machine's own, even where `ray start`
+                # left one running (that one is ray:auto)
+                ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1,
                          _node_ip_address="127.0.0.1", **quiet)
             else:
                 ray.init(address=address, **quiet)
@@ -81,6 +87,7 @@ class RayExecutor:
         from tqdm import tqdm
 
         ray = self._ray
+        self._connect()  # a cluster shut down since (by its owner) is started again
         remote = ray.remote(max_retries=MAX_RETRIES, retry_exceptions=False)(_call)
         fn_ref = ray.put(fn)  # shipped once, not once per item
         refs = [remote.remote(fn_ref, item) for item in items]
