@@ -78,6 +78,8 @@ setup(
             "cryptography>=42",  # edgekit build --sign, edgekit keygen
             "tomli-w>=1.0",  # edgekit build --save-config writes the TOML --config reads
         ],
+        # --executor ray: the build's shards and candidates as Ray tasks (converters/executor)
+        "ray": ["ray==2.60.0"],
         # pin torch where this project installs it (README, .ci/run): torch==2.13.0
         "torch": ["torch>=2.4", "onnxscript>=0.1", "torch-pruning>=1.4"],
         # and digit-recognizer-py (a trained MNIST CNN) and facenet-pytorch (MTCNN's trained

@@ -78,6 +78,10 @@ class BuildConfig:
     keep_float: tuple[str, ...] = ()  # node names quantize leaves float (the guard sets its own)
     prune_ratios: tuple[float, ...] | None = None  # search: ratios tried; None: search.RATIOS
     search_margin: float | None = None  # search: stop early within this margin; None: default
+    # where independent pieces run (converters/executor): "local", "ray" or "ray:ADDRESS";
+    # calibration and validation split into this many shards off "local"
+    executor: str = "local"
+    shards: int = 4
     finetune_steps: int | None = None  # structured pruning's distillation steps; None: by size
     sensitivity_samples: int = 32  # accuracy guard: calibration samples ranking the layers
     guard_steps: int = 8  # accuracy guard: rebuilds at most

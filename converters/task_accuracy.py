@@ -88,18 +88,20 @@ class Scorer:
     """The float reference on the validation data, once; then ``score(int8 path)``."""
 
     def __init__(self, config: BuildConfig, float_path: Path, val: Dataset, names: list[str]) -> None:
-        from .runner import run_dataset
+        from .executor.shards import build_outputs
 
+        self.config = config
         self.val = val
-        self.reference = run_dataset(float_path, val)
+        self.reference = build_outputs(config, float_path, val)
         self.names = names if len(names) == len(self.reference) else [f"output{i}" for i in range(len(self.reference))]
         self.task = BuildMetric.of(config, self.reference, val.labels is not None)
 
     def score(self, path: Path) -> tuple[dict[str, float], TaskScore]:
         """Cosine figures of the first output (others' cosine too) and the task score."""
-        from .runner import compare, run_dataset
+        from .executor.shards import build_outputs
+        from .runner import compare
 
-        outputs = run_dataset(path, self.val, exact_int8=True)
+        outputs = build_outputs(self.config, path, self.val, exact_int8=True)
         labels = self.val.labels
         metrics = compare(self.reference[0], outputs[0], labels)
         for extra, (ref, got) in enumerate(zip(self.reference[1:], outputs[1:], strict=True), 1):

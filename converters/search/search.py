@@ -37,8 +37,8 @@ import numpy as np
 from edgekit.errors import BudgetError, TargetError, UserError
 
 from ..context import CALIBRATION_METHODS, BuildContext
+from ..executor.shards import build_outputs
 from ..pipeline import Pipeline, Plan, Rejected, StageConfig, check_order
-from ..runner import run_dataset
 from ..stages.calibrate import CalibrateConfig
 from ..stages.prune import PruneConfig, check_ratio
 from ..stages.quantize import QuantizeConfig
@@ -131,7 +131,7 @@ class Search:
     def run(self) -> None:
         data = self.cache.run("data")  # the source read and its data split, once
         self.started = time.perf_counter()
-        self.reference = run_dataset(data.float_path, data.val)
+        self.reference = build_outputs(self.base.config, data.float_path, data.val)
         self.task = BuildMetric.of(self.base.config, self.reference, data.val.labels is not None)
         self.base.report(f"  search over prune {self.ratios} x {self.methods} x float fallback; "
                          f"budgets: " + ", ".join(f"{k} {v:g}" for k, v in
@@ -197,8 +197,8 @@ class Search:
         best = min(built, key=Candidate.rank_key)
         if not any(c.verdict.fits for c in built) and best.verdict.hardware_fits():
             # float layers only win back what quantization lost, not what pruning removed
-            float_drop = B.accuracy_figures(self.reference[0], run_dataset(
-                rctx.float_path, rctx.val)[0], rctx.val.labels)["accuracy_drop"]
+            float_drop = B.accuracy_figures(self.reference[0], build_outputs(
+                rctx.config, rctx.float_path, rctx.val)[0], rctx.val.labels)["accuracy_drop"]
             if float_drop <= self.budgets.limits["accuracy_drop"]:
                 self._guard(rctx, best)
             else:
@@ -211,7 +211,7 @@ class Search:
         path = ctx.candidates[method]
         ctx.quant_path = path
         ctx.mark("search", "quant_path")  # the search validates; the validate stage does not run
-        outputs = run_dataset(path, ctx.val, exact_int8=True)
+        outputs = build_outputs(ctx.config, path, ctx.val, exact_int8=True)
         acc = B.accuracy_figures(self.reference[0], outputs[0], ctx.val.labels)
         if self.task is not None and self.task.name not in ("top1", "sqnr"):
             # a task metric (detection, ctc, a user's) bounds the budget, not the cosine

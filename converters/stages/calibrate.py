@@ -87,6 +87,9 @@ class Calibrate(Stage):
             "percentile": (CalibrationMethod.Percentile, {**PERCENTILE_OPTIONS, "symmetric": symmetric}),
             "entropy": (CalibrationMethod.Entropy, {**ENTROPY_OPTIONS, "symmetric": symmetric}),
         }
+        if ctx.config.executor != "local":
+            self._sharded(ctx, batched, {m: options[m][1] for m in self.config.methods})
+            return
         for method in self.config.methods:
             enum, extra = options[method]
             # ORT's calibrators print progress lines to stdout; ours is the tqdm bar below.
@@ -112,3 +115,18 @@ class Calibrate(Stage):
             save_tensors_data(ranges, path)
             ctx.ranges[method] = path
             del calibrator
+
+    def _sharded(self, ctx: BuildContext, batched: bool, options: dict[str, dict[str, Any]]) -> None:
+        """The same ranges files, computed on shards of the data by the build's executor."""
+        from onnxruntime.quantization.calibrate import save_tensors_data
+
+        from ..executor.shards import executor_for
+        from ..sharded_calibration import Recipe, calibrate_sharded
+
+        recipe = Recipe(ctx.float_path.read_bytes(), batched, CHUNK_SAMPLES, options)
+        found = calibrate_sharded(executor_for(ctx.config.executor), recipe, ctx.calib,
+                                  list(self.config.methods), ctx.config.shards, ctx.config.quiet)
+        for method in self.config.methods:
+            path = ctx.workdir / f"ranges-{method}.json"
+            save_tensors_data(found[method], path)
+            ctx.ranges[method] = path

@@ -1,0 +1,122 @@
+"""Pieces as Ray tasks: a local Ray cluster started here (``ray``) or an existing one
+(``ray:ADDRESS``, e.g. ``ray:10.0.0.5:6379`` after ``ray start --head`` there, or ``ray:auto``).
+
+Ray does the scheduling, the object transfer and the retries; this module only maps a function
+over items with it. A task whose worker dies (killed, out of memory, node lost) is re-run on
+another worker (``max_retries``); an exception raised *by the function* is not retried (the
+build is deterministic: it would fail again) and comes back as the function's own typed error.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from edgekit.errors import InternalError
+
+from .base import ExecutorError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+RAY_EXTRA = 'pip install "edgekit-sdk[ray]"'
+# A lost worker's task runs again this many times before the map fails: enough for a killed
+# worker or a lost node, few enough that a task that kills every worker it lands on stops.
+MAX_RETRIES = 3
+
+
+def _import_ray() -> Any:
+    # Ray phones home with usage statistics unless told not to; a build never should.
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    try:
+        import ray
+    except ImportError as exc:
+        raise ExecutorError(f"--executor ray needs Ray, which is not installed here; expected "
+                            f"the [ray] extra: {RAY_EXTRA}") from exc
+    return ray
+
+
+def _call(fn: Callable[[Any], Any], item: Any) -> Any:
+    return fn(item)
+
+
+class RayExecutor:
+    name = "ray"
+
+    def __init__(self, address: str | None = None, *, num_cpus: int | None = None) -> None:
+        """``address`` None: start a local cluster with ``num_cpus`` workers (default: this
+        machine's cores). Inside a process where Ray is already initialized, that cluster is
+        used (and left running by ``close``)."""
+        self._ray = _import_ray()
+        self.address = address
+        self.num_cpus = num_cpus
+        self._owns = False
+        self._connect()
+
+    def _connect(self) -> None:
+        ray, address, num_cpus = self._ray, self.address, self.num_cpus
+        if ray.is_initialized():
+            return
+        quiet = {"logging_level": logging.ERROR, "log_to_driver": False,
+                 "include_dashboard": False, "configure_logging": True}
+        try:
+            if address is None:
+                # "local": a new cluster of this machine's own, even where `ray start`
+                # left one running (that one is ray:auto)
+                ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1,
+                         _node_ip_address="127.0.0.1", **quiet)
+            else:
+                ray.init(address=address, **quiet)
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            where = "a local Ray cluster" if address is None else f"the Ray cluster at {address!r}"
+            raise ExecutorError(f"could not start or reach {where}: {exc}; expected "
+                                "--executor ray (a local cluster) or ray:HOST:PORT of a running "
+                                "`ray start --head`") from exc
+        self._owns = True
+
+    @property
+    def workers(self) -> int:
+        """CPUs the cluster offers: how many tasks run at once."""
+        return int(self._ray.cluster_resources().get("CPU", 1))
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T], *, label: str,
+            quiet: bool = False) -> list[R]:
+        from tqdm import tqdm
+
+        ray = self._ray
+        self._connect()  # a cluster shut down since (by its owner) is started again
+        remote = ray.remote(max_retries=MAX_RETRIES, retry_exceptions=False)(_call)
+        fn_ref = ray.put(fn)  # shipped once, not once per item
+        refs = [remote.remote(fn_ref, item) for item in items]
+        bar = tqdm(total=len(refs), desc=label, unit="task", leave=False, file=sys.stderr,
+                   disable=True if quiet else None)  # None: a bar on a terminal only
+        try:
+            pending = list(refs)
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                for ref in done:
+                    ray.get(ref)  # the first failure stops the map, not the last
+                bar.update(len(done))
+            return [ray.get(ref) for ref in refs]
+        except ray.exceptions.RayTaskError as exc:
+            for ref in refs:
+                ray.cancel(ref)
+            cause = exc.cause
+            if isinstance(cause, BaseException):
+                raise cause from None  # the function's own error, typed as it raised it
+            raise InternalError(f"{label}: a task failed: {exc}") from exc
+        except ray.exceptions.RayError as exc:
+            for ref in refs:
+                ray.cancel(ref)
+            raise InternalError(f"{label}: a task was lost after {MAX_RETRIES} retries "
+                                f"(worker or node died each time): {exc}") from exc
+        finally:
+            bar.close()
+
+    def close(self) -> None:
+        if self._owns and self._ray.is_initialized():
+            self._ray.shutdown()
+        self._owns = False

@@ -1,0 +1,173 @@
+"""--executor ray on a real local Ray cluster (127.0.0.1, started once for this module): the
+search with its validation in shards gives the local executor's model, a killed worker's task
+is retried, calibration merged from shards equals one process's, errors keep their type."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import os
+import signal
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from edgekit.converters.context import Dataset
+from edgekit.converters.executor import ExecutorError, parse_executor
+from edgekit.converters.executor.shards import run_dataset_on, shard_bounds
+
+from edgekit.errors import UserError
+
+from ..conftest import DIGITS_NPZ, DIGITS_ONNX
+
+# found, not imported: Ray is imported by the cluster fixture only, not at collection
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                                reason="the [ray] extra (tools/test.sh installs it)")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One local Ray cluster with two workers for every test here."""
+    import cloudpickle
+    from edgekit.converters.executor.ray_executor import RayExecutor
+
+    # this module is not importable by the workers: ship its functions by value
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    executor = RayExecutor(None, num_cpus=2)
+    yield executor
+    executor.close()
+    cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+def test_shards_are_aligned_even_and_cover_every_sample():
+    assert shard_bounds(284, 4) == [(0, 96), (96, 160), (160, 224), (224, 284)]
+    assert shard_bounds(20, 4) == [(0, 20)]  # fewer samples than one aligned block
+    assert shard_bounds(0, 4) == []
+
+
+def test_a_missing_ray_is_a_typed_error_naming_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    with pytest.raises(ExecutorError, match=r"\[ray\]"):
+        parse_executor("ray")
+    with pytest.raises(ExecutorError, match="local, ray, ray:ADDRESS"):
+        parse_executor("dask")
+
+
+class Refused(UserError):
+    pass
+
+
+def _refuse_three(item: int) -> int:
+    if item == 3:
+        raise Refused(f"item {item} refused")
+    return item
+
+
+def test_a_task_error_comes_back_with_its_own_type(cluster):
+    with pytest.raises(Refused, match="item 3 refused"):
+        cluster.map(_refuse_three, list(range(6)), label="refusing", quiet=True)
+
+
+def _kill_own_worker_once(item: tuple[str, int]) -> tuple[int, int]:
+    marker, value = item
+    if value == 2 and not os.path.exists(marker):
+        Path(marker).write_text(str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGKILL)  # the worker process dies mid-task
+    return value * value, os.getpid()
+
+
+def test_a_killed_worker_task_is_retried_and_the_map_completes(cluster, tmp_path):
+    marker = str(tmp_path / "killed-once")
+    results = cluster.map(_kill_own_worker_once, [(marker, v) for v in range(6)],
+                          label="killing", quiet=True)
+    assert [r[0] for r in results] == [0, 1, 4, 9, 16, 25]  # in order, nothing lost
+    killed = int(Path(marker).read_text())
+    assert results[2][1] != killed  # the retry ran in another (new) worker process
+
+
+def test_validation_in_shards_equals_one_process(cluster, digits_data):
+    from edgekit.converters.runner import run_dataset
+
+    data = Dataset({"image": digits_data[0][:200]})
+    assert len(shard_bounds(len(data), 4)) == 4
+    got = run_dataset_on(cluster, DIGITS_ONNX, data, shards=4, quiet=True)
+    want = run_dataset(DIGITS_ONNX, data)
+    assert len(got) == len(want) and all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+
+
+def test_calibration_merged_from_shards_equals_one_process(cluster, digits_data, tmp_path):
+    """The same ranges as onnxruntime's calibrators fed chunk by chunk in one process, for
+    minmax, percentile (both histogram collectors: signed, and |x| when symmetric) and
+    entropy. The scaled samples widen the histograms mid-stream, where a naive merge of
+    per-shard histograms differs. (Entropy with few bins: its threshold search is quadratic.)"""
+    import json
+
+    from edgekit.converters.sharded_calibration import Recipe, calibrate_sharded
+    from edgekit.converters.stages.calibrate import PERCENTILE_OPTIONS, _ListReader, feeds
+    from onnxruntime.quantization import CalibrationMethod
+    from onnxruntime.quantization.calibrate import create_calibrator, save_tensors_data
+
+    scale = np.linspace(0.5, 2.0, 96, dtype=np.float32)[:, None, None, None]
+    data = Dataset({"image": digits_data[0][:96] * scale})
+    cases = {("minmax", False): {"symmetric": False},
+             ("percentile", False): {**PERCENTILE_OPTIONS, "symmetric": False},
+             ("percentile", True): {**PERCENTILE_OPTIONS, "symmetric": True},
+             ("entropy", False): {"num_bins": 64, "num_quantized_bins": 16, "symmetric": False}}
+    enums = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
+             "entropy": CalibrationMethod.Entropy}
+
+    def as_json(ranges) -> dict:
+        # tensor order follows a set's iteration (hash-seeded per process): compare by name
+        save_tensors_data(ranges, tmp_path / "ranges.json")
+        return json.loads((tmp_path / "ranges.json").read_text())
+
+    for (method, symmetric), extra in cases.items():
+        merged = calibrate_sharded(cluster, Recipe(DIGITS_ONNX.read_bytes(), False, 8,
+                                                   {method: extra}),
+                                   data, [method], shards=3, quiet=True)[method]
+        with contextlib.redirect_stdout(io.StringIO()):
+            one = create_calibrator(DIGITS_ONNX, None, calibrate_method=enums[method],
+                                    augmented_model_path=str(tmp_path / "aug.onnx"),
+                                    extra_options=extra)
+            for start in range(0, len(data), 8):
+                one.collect_data(_ListReader(feeds(data, False, start, start + 8)))
+            want = as_json(one.compute_data())
+        assert as_json(merged) == want, (method, symmetric)
+
+
+def test_search_on_ray_gives_the_local_model(cluster, tmp_path):
+    """Six candidates (every prune ratio misses storage until the last), validation of each
+    in four shards, calibration in shards: the same model bytes and the same search table."""
+    from edgekit.converters import build
+
+    def run(executor: str):
+        return build(str(DIGITS_ONNX), target="host", calib=str(DIGITS_NPZ), quiet=True,
+                     output=tmp_path / f"{executor}.edgekit", formats=["onnx"], method="minmax",
+                     budgets={"storage_mb": 0.06, "accuracy_drop": 5.0}, calib_samples=64,
+                     val_samples=128,
+                     prune_ratios=[0.0, 0.25, 0.375, 0.5, 0.625, 0.75], executor=executor)
+
+    local, remote = run("local").manifest, run("ray").manifest
+    assert len(remote["search"]["candidates"]) >= 6
+    assert remote["validation"]["samples"] >= 4 * 32  # four aligned shards
+    assert [(m["path"], m["sha256"], m["bytes"]) for m in remote["models"]] == \
+        [(m["path"], m["sha256"], m["bytes"]) for m in local["models"]]
+
+    def table(manifest):
+        return [{k: v for k, v in c.items() if k != "seconds"}
+                for c in manifest["search"]["candidates"]]
+
+    assert table(remote) == table(local)
+    assert remote["validation"] == local["validation"]
+    assert remote["test_vectors"] == local["test_vectors"]
+
+
+def test_a_bad_executor_flag_exits_2_naming_the_forms(capsys):
+    from edgekit.cli import main
+
+    code = main(["build", "-t", "host", str(DIGITS_ONNX), "--calib", str(DIGITS_NPZ),
+                 "--executor", "dask"])
+    assert code == 2
+    assert "expected local, ray or ray:HOST:PORT; got 'dask'" in capsys.readouterr().err
