@@ -33,7 +33,10 @@ from .context import BuildConfig
 
 # Inputs hashed as data (bytes), or that never change the artifact's bytes.
 NOT_OPTIONS = frozenset({"source", "calib", "val", "weights", "example_inputs", "output",
-                         "quiet", "sign_key"})
+                         "quiet", "sign_key",
+                         # where the pieces run, not what they compute: a Ray build must
+                         # equal the local one byte for byte (tests/converters/test_ray_executor.py)
+                         "executor", "shards"})
 TOOLS = ("onnx", "onnxruntime")
 CHUNK = 1 << 20
 

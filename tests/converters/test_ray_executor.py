@@ -149,7 +149,10 @@ def test_search_on_ray_gives_the_local_model(cluster, tmp_path):
                      val_samples=128,
                      prune_ratios=[0.0, 0.25, 0.375, 0.5, 0.625, 0.75], executor=executor)
 
-    local, remote = run("local").manifest, run("ray").manifest
+    local_result, remote_result = run("local"), run("ray")
+    # deterministic builds: the whole artifact, manifest and content key included
+    assert remote_result.path.read_bytes() == local_result.path.read_bytes()
+    local, remote = local_result.manifest, remote_result.manifest
     assert len(remote["search"]["candidates"]) >= 6
     assert remote["validation"]["samples"] >= 4 * 32  # four aligned shards
     assert [(m["path"], m["sha256"], m["bytes"]) for m in remote["models"]] == \
