@@ -70,6 +70,8 @@ def fill_qdq(model: onnx.ModelProto, int8_ops: set[str], keep_float: set[str]) -
             for k, name in enumerate(u.input):
                 if name == out:
                     u.input[k] = dq_name
+    # the pairs just inserted now produce their consumers' inputs
+    producer.update({o: n for _, pair in inserted for n in pair for o in n.output})
     before = _quantize_byte_mover_inputs(graph, producer, consumers, keep_float)
     # keep the node list topologically sorted: each pair goes right after its producer
     # (or, for a byte mover's input, right before the mover)
