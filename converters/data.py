@@ -208,12 +208,26 @@ def _sample_first(array: np.ndarray, spec: dict[str, Any], source: str) -> np.nd
         f"axis {axis}) or a stack of batch-1 inputs of rank {rank + 1}")
 
 
+def _scalar_input_error(name: str, array: np.ndarray, source: str) -> CalibrationError:
+    """A rank-0 model input (a sample rate, a mode flag) has no axis to stack samples on, so
+    calibration data cannot vary it per sample: it must be frozen with --const."""
+    values = np.unique(array) if array.size and array.dtype.kind in "fiub" else np.array([])
+    hint = (f"--const {name}={values[0].item()}" if len(values) == 1
+            else f"--const {name}=VALUE")
+    return CalibrationError(
+        f"{source}: input {name!r} is a scalar (shape []): it has no sample axis, so its "
+        f"calibration array {list(array.shape)} cannot feed it sample by sample; freeze it "
+        f"with {hint}")
+
+
 def _checked(data: Dataset, inputs: list[dict[str, Any]]) -> Dataset:
     """Each array must be [N, *input shape without batch]; batch-less arrays gain N=1."""
     for spec in inputs:
         array = np.asarray(data.arrays[spec["name"]])
         given = list(array.shape)  # messages describe the user's array, not our reshaped one
         shape = list(spec["shape"])
+        if not shape:
+            raise _scalar_input_error(spec["name"], array, data.source)
         if sample_axis(spec):
             array = _sample_first(array, spec, data.source)
             data.axes[spec["name"]] = sample_axis(spec)

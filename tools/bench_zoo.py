@@ -1,16 +1,24 @@
 """Build every zoo model for the default target and tabulate what shipped (issue 13 "Must show").
 
-    python tools/bench_zoo.py [--models NAME,NAME] [--quick] [--target rpi4]
+    python tools/bench_zoo.py [--models NAME,NAME] [--quick] [--target rpi4] [--guarded]
 
 Per model: export it (tools/zoo, the entry's exporter and dynamic axes; models marked
 ``build_from="torch"`` are handed to the build as nn.Modules), write calibration data laid out
-as the entry says (batch axes honoured), run ``edgekit.converters.build`` with the target's
-defaults, then read the artifact. Columns:
+as the entry says, run ``edgekit.converters.build`` with the target's defaults and the entry's
+``build_options()`` (its ``--batch-axis`` and ``--const`` values), then read the artifact.
+
+Coverage and accuracy are measured apart. A random-weight model says nothing about accuracy,
+and the accuracy guard would keep its most "sensitive" layers float, hiding what the writer
+covers; so by default random-weight models are built as coverage runs: no guard
+(``guard_time=0``) and ``accept_accuracy_drop=True``, the plain int8 model as written. Trained
+models (PNet) keep the guard. ``--guarded`` builds every model with the guard. Columns:
+  run       "coverage" (random weights, guard off: coverage and speed only) or "guarded"
   built     yes, or the error type (an "InternalError" is a crash the build must never have)
   format    the model format the artifact ships (tflite, or onnx after a fallback)
   float     ops left in float inside the int8 .tflite (op types), "-" when none shipped
   parity    LiteRT vs onnxruntime int8 on held-out samples: share of output elements within
-            one quantization step (worst output), from the build's own check
+            one quantization step (worst int8 output), from the build's own check; outputs
+            the .tflite gives in float (after a float op) have no step and are skipped
   i8/f32 Nt int8 (shipped model, edgekit's backend) over fp32 (float ONNX, onnxruntime)
             median batch-1 latency at N threads, runs interleaved; below 1.0 = int8 faster
   build s   wall time of the build call
@@ -34,13 +42,17 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import zoo  # noqa: E402
 
+RECURRENT = {"LSTM", "GRU", "RNN"}
+
 
 @dataclass
 class Row:
     name: str
+    run: str = "coverage"
     built: str = "no"
     shipped: str = "-"
     float_ops: str = "-"
+    float_kinds: dict[str, int] = field(default_factory=dict)  # op type -> count left float
     parity: float | None = None
     ratios: dict[int, float] = field(default_factory=dict)
     build_s: float = 0.0
@@ -78,18 +90,30 @@ def fp32_session(path: Path, threads: int):
     return sess
 
 
-def interleaved_ratio(int8, fp32, feeds: dict[str, np.ndarray], rounds: int) -> float:
-    """Median int8 latency over median fp32 latency, runs alternating."""
+def int8_parity(manifest: dict) -> float | None:
+    """The build's LiteRT-vs-onnxruntime share within one step, worst over the outputs the
+    .tflite gives in int8; a float output (no ``outputs_quantization`` scale) is skipped."""
+    check = manifest.get("validation", {}).get("tflite", {})
+    scaled = manifest["models"][0].get("outputs_quantization", {})
+    steps = [v["within_1_step"] for name, v in check.items()
+             if isinstance(v, dict) and (scaled.get(name) or {}).get("scale")]
+    return min(steps) if steps else None
+
+
+def interleaved_ratio(int8, fp32, feeds: dict[str, np.ndarray],
+                      feeds32: dict[str, np.ndarray], rounds: int) -> float:
+    """Median int8 latency over median fp32 latency, runs alternating (``feeds32``: the
+    same inputs as the float ONNX file names them, frozen ``--const`` inputs included)."""
     for _ in range(2):  # warm-up: weight packing, kernel plans
         int8.run(feeds)
-        fp32.run(None, feeds)
+        fp32.run(None, feeds32)
     t8, t32 = [], []
     for _ in range(rounds):
         start = time.perf_counter()
         int8.run(feeds)
         t8.append(time.perf_counter() - start)
         start = time.perf_counter()
-        fp32.run(None, feeds)
+        fp32.run(None, feeds32)
         t32.append(time.perf_counter() - start)
     return statistics.median(t8) / statistics.median(t32)
 
@@ -101,7 +125,9 @@ def first_line(exc: BaseException) -> str:
 def bench_one(name: str, work: Path, args: argparse.Namespace) -> Row:
     from edgekit.converters import build
 
-    entry, row = zoo.entry(name), Row(name)
+    entry = zoo.entry(name)
+    row = Row(name, run="guarded" if args.guarded or entry.trained else "coverage")
+    coverage = {"accept_accuracy_drop": True, "guard_time": 0.0} if row.run == "coverage" else {}
     module = entry.factory()
     onnx_path = work / f"{name}.onnx"
     entry.write_onnx(onnx_path, module)
@@ -115,7 +141,8 @@ def bench_one(name: str, work: Path, args: argparse.Namespace) -> Row:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = build(source, example, target=args.target, calib=str(npz), output=out,
-                           quiet=True, calib_samples=args.samples * 3 // 4, seed=0)
+                           quiet=True, calib_samples=args.samples * 3 // 4, seed=0,
+                           **entry.build_options(), **coverage)
     except Exception as exc:  # noqa: BLE001 - the table reports every failure, by type
         row.build_s = time.perf_counter() - start
         row.built = type(exc).__name__
@@ -127,20 +154,21 @@ def bench_one(name: str, work: Path, args: argparse.Namespace) -> Row:
     shipped = manifest["models"][0]
     row.shipped = shipped["format"]
     if shipped["format"] == "tflite":
-        kinds = sorted({o["op_type"] for o in shipped.get("float_ops", [])})
-        row.float_ops = f"{len(shipped.get('float_ops', []))}" + (f" {','.join(kinds)}"
-                                                                 if kinds else "")
-        check = manifest.get("validation", {}).get("tflite", {})
-        steps = [v["within_1_step"] for v in check.values() if isinstance(v, dict)]
-        row.parity = min(steps) if steps else None
+        ops = [o["op_type"] for o in shipped.get("float_ops", [])]
+        row.float_kinds = {k: ops.count(k) for k in sorted(set(ops))}
+        row.float_ops = f"{len(ops)}" + (f" {','.join(row.float_kinds)}" if ops else "")
+        row.parity = int8_parity(manifest)
     row.notes += [w for w in result.warnings if "no .tflite" in w or "float" in w][:2]
-    feeds = {n: x.numpy() for n, x in zip(entry.input_names, entry.example_inputs(seed=1),
-                                           strict=True)}
+    feeds32 = {n: x.numpy() for n, x in zip(entry.input_names, entry.example_inputs(seed=1),
+                                             strict=True)}
+    # the artifact's inputs: frozen ones gone; a torch source's export may name them anew
+    live = [n for n in entry.input_names if n not in entry.consts]
+    feeds = {spec["name"]: feeds32[n] for spec, n in zip(manifest["inputs"], live, strict=True)}
     for threads in (1, 2):
         try:
             row.ratios[threads] = interleaved_ratio(backend_for(out, threads),
                                                     fp32_session(onnx_path, threads), feeds,
-                                                    args.rounds)
+                                                    feeds32, args.rounds)
         except Exception as exc:  # noqa: BLE001 - a runtime failure is a finding, not a stop
             row.notes.append(f"run {threads}t: {type(exc).__name__}: {first_line(exc)}")
             break
@@ -148,7 +176,7 @@ def bench_one(name: str, work: Path, args: argparse.Namespace) -> Row:
 
 
 def print_table(rows: list[Row]) -> None:
-    head = (f"{'model':<18}{'built':<15}{'format':<8}{'float ops':<24}{'parity':>8}"
+    head = (f"{'model':<18}{'run':<10}{'built':<15}{'format':<8}{'float ops':<24}{'parity':>8}"
             f"{'i8/f32 1t':>11}{'i8/f32 2t':>11}{'build s':>9}")
     print(head)
     print("-" * len(head))
@@ -156,14 +184,25 @@ def print_table(rows: list[Row]) -> None:
         parity = f"{r.parity:.1%}" if r.parity is not None else "-"
         ratios = "".join(f"{r.ratios[t]:>11.2f}" if t in r.ratios else f"{'-':>11}"
                          for t in (1, 2))
-        print(f"{r.name:<18}{r.built:<15}{r.shipped:<8}{r.float_ops[:23]:<24}{parity:>8}"
+        print(f"{r.name:<18}{r.run:<10}{r.built:<15}{r.shipped:<8}{r.float_ops[:23]:<24}{parity:>8}"
               f"{ratios}{r.build_s:>9.1f}")
     n = len(rows)
     clean = sum(r.shipped == "tflite" and r.float_ops == "0" for r in rows)
+    # issue 13 counts recurrent cells apart: LiteRT has no int8 LSTM/GRU kernel we can write
+    clean_rnn = sum(r.shipped == "tflite" and not set(r.float_kinds) - RECURRENT for r in rows)
     crashed = sum(r.built == "InternalError" for r in rows)
-    print(f"\n{clean}/{n} ship an int8 .tflite with no float ops; "
+    print(f"\n{clean}/{n} ship an int8 .tflite with no float ops "
+          f"({clean_rnn}/{n} with none but recurrent cells); "
           f"{sum(r.shipped == 'tflite' for r in rows)}/{n} ship a .tflite; "
           f"{sum(r.built == 'yes' for r in rows)}/{n} built; {crashed} internal error(s)")
+    coverage = [r.name for r in rows if r.run == "coverage"]
+    if coverage:
+        print(f"coverage-only rows (random weights, guard off, int8 as written; no accuracy "
+              f"claim): {', '.join(coverage)}")
+    for r in rows:
+        if r.float_kinds:
+            print(f"  {r.name}: float ops left: "
+                  + ", ".join(f"{k} x{c}" for k, c in r.float_kinds.items()))
     for r in rows:
         for note in r.notes:
             print(f"  {r.name}: {note[:220]}")
@@ -175,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="16 calibration samples and 5 latency rounds per model")
     parser.add_argument("--target", default="rpi4")
+    parser.add_argument("--guarded", action="store_true",
+                        help="build random-weight models with the accuracy guard too")
     args = parser.parse_args(argv)
     names = [n for n in args.models.split(",") if n] or list(zoo.ENTRIES)
     for n in names:

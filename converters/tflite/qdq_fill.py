@@ -17,6 +17,8 @@ from onnx import helper
 
 # ops that move bytes without changing values: a Q after them is a Q before them
 SAME_SCALE = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Identity", "Dropout"}
+# ops whose output holds some of their input's values, unchanged (Gather: constant indices)
+BYTE_MOVERS = SAME_SCALE | {"Gather"}
 
 
 def fill_qdq(model: onnx.ModelProto, int8_ops: set[str], keep_float: set[str]) -> int:
@@ -68,13 +70,55 @@ def fill_qdq(model: onnx.ModelProto, int8_ops: set[str], keep_float: set[str]) -
             for k, name in enumerate(u.input):
                 if name == out:
                     u.input[k] = dq_name
+    # the pairs just inserted now produce their consumers' inputs
+    producer.update({o: n for _, pair in inserted for n in pair for o in n.output})
+    before = _quantize_byte_mover_inputs(graph, producer, consumers, keep_float)
     # keep the node list topologically sorted: each pair goes right after its producer
+    # (or, for a byte mover's input, right before the mover)
     after = {id(node): pair for node, pair in inserted}
     ordered = []
     for node in graph.node:
+        ordered.extend(before.get(id(node), []))
         ordered.append(node)
         ordered.extend(after.get(id(node), []))
     copies = [onnx.NodeProto.FromString(n.SerializeToString()) for n in ordered]
     del graph.node[:]
     graph.node.extend(copies)
-    return len(inserted)
+    return len(inserted) + len(before)
+
+
+def _quantize_byte_mover_inputs(graph: onnx.GraphProto, producer: dict, consumers: dict,
+                                keep_float: set[str]) -> dict[int, list[onnx.NodeProto]]:
+    """The other gap: onnxruntime leaves a byte mover float when its input is a float
+    model input (``x[:, None]`` on the audio, ``state[0]`` on a recurrent state) although its
+    output is quantized::
+
+        input -> Unsqueeze -> Q        becomes      input -> Q -> DQ -> Unsqueeze -> Q
+
+    with the output Q's parameters: moving bytes and quantizing per tensor commute, so the
+    values are exactly those onnxruntime computes. Returns {id(mover): [Q, DQ]}."""
+    before: dict[int, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        if node.op_type not in BYTE_MOVERS or node.name in keep_float or \
+                len(node.output) != 1 or not node.input:
+            continue
+        src = producer.get(node.input[0])
+        if src is not None and src.op_type in ("DequantizeLinear", "QuantizeLinear"):
+            continue
+        if node.op_type == "Gather" and producer.get(node.input[1]) is not None:
+            continue  # computed indices: the writer needs constants
+        users = consumers.get(node.output[0], [])
+        if not users or not all(u.op_type == "QuantizeLinear" for u in users):
+            continue
+        params = {tuple(u.input[1:]) for u in users}
+        if len(params) != 1:
+            continue
+        args = list(params.pop())
+        base = f"{node.output[0]}_edgekit_in"
+        q = helper.make_node("QuantizeLinear", [node.input[0], *args], [f"{base}_q"],
+                             name=f"{base}_q")
+        dq = helper.make_node("DequantizeLinear", [f"{base}_q", *args], [f"{base}_dq"],
+                              name=f"{base}_dq")
+        node.input[0] = f"{base}_dq"
+        before[id(node)] = [q, dq]
+    return before

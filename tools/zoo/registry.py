@@ -48,6 +48,8 @@ class ZooEntry:
     build_from: str = "onnx"  # "torch": benchmarks build from the nn.Module itself
     trained: bool = False
     export_batch: int = 1  # >1 where the batch is dynamic: torch.export fixes size-1 dims
+    # scalar inputs the build freezes (--const): a rank-0 input has no sample axis to feed
+    consts: dict[str, int | float] = field(default_factory=dict)
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -59,6 +61,12 @@ class ZooEntry:
 
     def batch_axis(self, name: str) -> int | None:
         return self.batch_axes.get(name, 0)
+
+    def build_options(self) -> dict[str, dict]:
+        """What ``edgekit.converters.build`` needs to read this entry's calibration data:
+        the non-zero batch axes (``--batch-axis``) and the frozen scalars (``--const``)."""
+        axes = {n: a for n, a in self.batch_axes.items() if a and n not in self.consts}
+        return {"batch_axes": axes, "consts": dict(self.consts)}
 
     def example_inputs(self, seed: int = 0) -> tuple[torch.Tensor, ...]:
         """Seeded example inputs (batch 1), in the order of ``inputs``."""
@@ -166,7 +174,7 @@ ENTRIES: dict[str, ZooEntry] = {e.name: e for e in (
              "Silero-VAD-v5-shaped: Conv1d STFT, Conv1d encoder, LSTM cell; int64 sr selects "
              "the front end through an If; state [2,N,128] has its batch on axis 1",
              dynamic_axes={"input": {0: "batch"}, "state": {1: "batch"}},
-             batch_axes={"sr": None, "state": 1}, export_batch=2),
+             batch_axes={"sr": None, "state": 1}, export_batch=2, consts={"sr": 16000}),
     ZooEntry("mtcnn_pnet", mtcnn.mtcnn_pnet, (("input", (1, 3, 120, 160), "unit"),),
              ("boxes", "probs"),
              "MTCNN PNet with REAL weights (facenet-pytorch wheel): PRelu, ceil-mode pool, "

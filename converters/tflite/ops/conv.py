@@ -1,5 +1,6 @@
 """Conv -> CONV_2D (OHWI filters, per-channel on axis 0) or DEPTHWISE_CONV_2D (1HWC filters,
-per-channel on axis 3); grouped convolutions are split into one CONV_2D per group."""
+per-channel on axis 3); grouped convolutions are split into one CONV_2D per group. 1-D
+convolutions are the same kernels with H = 1 (lift1d.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from edgekit.converters.tflite.ops.base import (
     spatial_padding,
     unsupported,
 )
+from edgekit.converters.tflite.ops.lift1d import lift, lifted_attrs, lifted_shape, lower
 from edgekit.converters.tflite.quant import QParams
 from edgekit.converters.tflite.schema import Op, S
 
@@ -21,26 +23,35 @@ from edgekit.converters.tflite.schema import Op, S
 def convert_conv(ctx: ConversionContext, node: onnx.NodeProto) -> None:
     a = ctx.attrs(node)
     x = ctx.input(node, 0)
-    if x.rank != 4:
-        raise unsupported(node, f"only 2-D convolutions (4-D input) are written, got rank {x.rank}")
+    w_shape = tuple(ctx.g.shape(node.input[1]))
+    out_shape = tuple(ctx.g.shape(node.output[0]))
+    one_d = x.rank == 3  # Conv1d: written as CONV_2D with H = 1 (lift1d.py)
+    if one_d:
+        x, a = lift(ctx, x), lifted_attrs(node, a)
+        w_shape, out_shape = lifted_shape(w_shape), lifted_shape(out_shape)
+    elif x.rank != 4:
+        raise unsupported(node, f"only 1-D and 2-D convolutions (3-D or 4-D input) are "
+                                f"written, got rank {x.rank}")
     x = ctx.to_layout(x, NHWC)
-    w_shape = ctx.g.shape(node.input[1])
     cout, cin_g, kh, kw = w_shape
+
+    def oihw(order: tuple[int, ...]):  # the ONNX weight as OIHW (1-D: H = 1), transposed
+        return lambda t: np.transpose(t.reshape(w_shape), order)
+
     cin = x.onnx_shape[1]
     group = int(a.get("group", 1))
     strides, dil = ints(a.get("strides")), ints(a.get("dilations"))
-    out_shape = ctx.g.shape(node.output[0])
     padding, explicit = spatial_padding(node, a, x.onnx_shape[2:], out_shape[2:], (kh, kw),
                                         strides, dil)
     if explicit:
         x = pad_nhwc(ctx, x, explicit)
-    out = ctx.output(node, 0, NHWC)
+    out = ctx.output(node, 0, NHWC, onnx_shape=out_shape)
     if group == 1:
-        w = ctx.weight(node, 1, 0, lambda t: np.transpose(t, (0, 2, 3, 1)))  # OIHW -> OHWI
+        w = ctx.weight(node, 1, 0, oihw((0, 2, 3, 1)))  # OIHW -> OHWI
         _conv2d(ctx, node, x, w, out, padding, strides, dil)
     elif group == cin and cin_g == 1:
         # depthwise: OIHW with I=1 -> 1HWC, channel multiplier = cout / cin
-        w = ctx.weight(node, 1, 3, lambda t: np.transpose(t, (1, 2, 3, 0)))
+        w = ctx.weight(node, 1, 3, oihw((1, 2, 3, 0)))
         bias = ctx.bias(node, 2, x, w, cout)
         filt = _filter(ctx, node, w, 3)
         opts = S.DepthwiseConv2DOptionsT()
@@ -50,8 +61,8 @@ def convert_conv(ctx: ConversionContext, node: onnx.NodeProto) -> None:
         opts.fusedActivationFunction = ctx.fused_act
         ctx.emit(Op.DEPTHWISE_CONV_2D, [x, filt, bias], [out], opts)
     else:
-        _grouped(ctx, node, x, out, group, padding, strides, dil)
-    ctx.bind(node, 0, out)
+        _grouped(ctx, node, x, out, group, padding, strides, dil, oihw((0, 2, 3, 1)))
+    ctx.bind(node, 0, lower(ctx, out, ctx.g.shape(node.output[0])) if one_d else out)
 
 
 def _filter(ctx: ConversionContext, node: onnx.NodeProto, w: Weight, axis: int):
@@ -73,10 +84,10 @@ def _conv2d(ctx: ConversionContext, node: onnx.NodeProto, x: Value, w: Weight, o
 
 
 def _grouped(ctx: ConversionContext, node: onnx.NodeProto, x: Value, out: Value, group: int,
-             padding: int, strides, dil) -> None:
+             padding: int, strides, dil, to_ohwi) -> None:
     """SPLIT on channels, one CONV_2D per group, CONCATENATION (LiteRT's own CONV_2D
     handles groups only in some kernels, so we do not rely on it)."""
-    w = ctx.weight(node, 1, 0, lambda t: np.transpose(t, (0, 2, 3, 1)))
+    w = ctx.weight(node, 1, 0, to_ohwi)
     cout = w.real.shape[0]
     full_bias = ctx.bias(node, 2, x, w, cout)
     bias_data = ctx.w.const_data(full_bias)

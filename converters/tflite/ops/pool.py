@@ -1,4 +1,4 @@
-"""MaxPool, AveragePool -> MAX_POOL_2D / AVERAGE_POOL_2D; GlobalAveragePool, ReduceMean ->
+"""MaxPool, AveragePool -> MAX_POOL_2D / AVERAGE_POOL_2D (1-D ones with H = 1); GlobalAveragePool, ReduceMean ->
 MEAN; GlobalMaxPool, ReduceMax -> REDUCE_MAX. Pools keep the input's int8 parameters
 (LiteRT's int8 pooling does not rescale) and requantize after if the graph differs."""
 
@@ -16,19 +16,24 @@ from edgekit.converters.tflite.ops.base import (
     spatial_padding,
     unsupported,
 )
+from edgekit.converters.tflite.ops.lift1d import lift, lifted_attrs, lifted_shape, lower
 from edgekit.converters.tflite.schema import Op, Padding, S
 
 
 def convert_pool(ctx: ConversionContext, node: onnx.NodeProto) -> None:
     a = ctx.attrs(node)
     x = ctx.input(node, 0)
-    if x.rank != 4:
-        raise unsupported(node, f"only 2-D pooling (4-D input) is written, got rank {x.rank}")
+    out_shape = tuple(ctx.g.shape(node.output[0]))
+    one_d = x.rank == 3  # MaxPool1d/AvgPool1d: the 2-D kernel with H = 1 (lift1d.py)
+    if one_d:
+        x, a, out_shape = lift(ctx, x), lifted_attrs(node, a), lifted_shape(out_shape)
+    elif x.rank != 4:
+        raise unsupported(node, f"only 1-D and 2-D pooling (3-D or 4-D input) is written, "
+                                f"got rank {x.rank}")
     if any(d != 1 for d in ints(a.get("dilations"))):
         raise unsupported(node, "dilated pooling has no LiteRT kernel")
     x = ctx.to_layout(x, NHWC)
     kernel, strides = ints(a["kernel_shape"]), ints(a.get("strides"))
-    out_shape = ctx.g.shape(node.output[0])
     padding, explicit = spatial_padding(node, a, x.onnx_shape[2:], out_shape[2:], kernel,
                                         strides, (1, 1))
     is_max = node.op_type == "MaxPool"
@@ -44,12 +49,12 @@ def convert_pool(ctx: ConversionContext, node: onnx.NodeProto) -> None:
         x = pad_nhwc(ctx, x, [same_pads(x.onnx_shape[2 + d], kernel[d], strides[d], 1)[1:]
                               for d in range(2)])
         padding = Padding.VALID
-    out = ctx.output(node, 0, NHWC, x.qparams)
+    out = ctx.output(node, 0, NHWC, x.qparams, onnx_shape=out_shape)
     opts = S.Pool2DOptionsT()
     opts.padding, opts.strideH, opts.strideW = padding, strides[0], strides[1]
     opts.filterHeight, opts.filterWidth = kernel
     ctx.emit(Op.MAX_POOL_2D if is_max else Op.AVERAGE_POOL_2D, [x], [out], opts)
-    ctx.bind(node, 0, out)
+    ctx.bind(node, 0, lower(ctx, out, ctx.g.shape(node.output[0])) if one_d else out)
 
 
 def convert_reduce(ctx: ConversionContext, node: onnx.NodeProto) -> None:

@@ -16,7 +16,8 @@ from edgekit.backends.litert import LiteRTBackend
 
 
 def quantize(float_model: onnx.ModelProto | Path, workdir: Path, calib: dict[str, np.ndarray],
-             activation: str = "uint8", keep_float: list[str] | None = None) -> Path:
+             activation: str = "uint8", keep_float: list[str] | None = None,
+             per_channel: bool = True) -> Path:
     """QDQ int8 model (per-channel int8 weights, uint8 or int8 activations) of a float model."""
     from onnxruntime.quantization import (
         CalibrationDataReader,
@@ -50,7 +51,7 @@ def quantize(float_model: onnx.ModelProto | Path, workdir: Path, calib: dict[str
             return None if i is None else {n: calib[n][i:i + 1] for n in names}
 
     quantize_static(
-        str(prepared), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+        str(prepared), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=per_channel,
         weight_type=QuantType.QInt8,
         activation_type=QuantType.QUInt8 if activation == "uint8" else QuantType.QInt8,
         nodes_to_exclude=keep_float or [],

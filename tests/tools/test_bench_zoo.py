@@ -1,0 +1,40 @@
+"""bench_zoo's bookkeeping: the zoo entry's build options (the VAD's frozen sample rate and its
+state's batch axis) and the parity column, which skips outputs the .tflite gives in float."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import zoo  # tools/ is on sys.path via tests/conftest.py
+
+BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench_zoo.py"
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("bench_zoo", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_vad_builds_with_its_sample_rate_frozen_and_its_state_on_axis_1() -> None:
+    assert zoo.entry("silero_like_vad").build_options() == {
+        "batch_axes": {"state": 1}, "consts": {"sr": 16000}}
+    assert zoo.entry("resnet18").build_options() == {"batch_axes": {}, "consts": {}}
+
+
+def test_parity_is_the_worst_int8_output_and_skips_float_ones() -> None:
+    bench = load_bench()
+    manifest = {
+        "models": [{"format": "tflite",
+                    "outputs_quantization": {"prob": {"scale": 0.004, "zero_point": -128}}}],
+        "validation": {"tflite": {"checked": True, "samples": 4,
+                                  "prob": {"within_1_step": 0.97, "max_steps": 2.0},
+                                  "stateN": {"within_1_step": 0.01, "max_steps": 900.0}}},
+    }
+    assert bench.int8_parity(manifest) == 0.97
+    del manifest["models"][0]["outputs_quantization"]["prob"]
+    assert bench.int8_parity(manifest) is None  # every output float: no step to count
