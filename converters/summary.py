@@ -62,8 +62,11 @@ def summary_lines(result: Any) -> list[str]:
     guard = m.get("accuracy_guard") or {}
     if "attempts" in guard:
         if guard.get("met"):
-            lines.append(f"  accuracy guard: budget met with {len(guard['attempts'][-1]['nodes'])} node(s) float "
-                         f"in {guard['seconds']:.0f} s")
+            last = guard["attempts"][-1]
+            rung = last.get("rung", "float")
+            lines.append(f"  accuracy guard: budget met with {len(last['nodes'])} node(s) "
+                         f"{'float' if rung == 'float' else 'at ' + rung} in {guard['seconds']:.0f} s "
+                         f"(ladder {' -> '.join(guard.get('ladder', []))})")
         elif "accepted_drop" in guard:
             lines.append(f"  ACCURACY BUDGET MISSED and accepted (--accept-accuracy-drop): drop "
                          f"{guard['accepted_drop']:.2f} > {guard['budget_points']:g} points")

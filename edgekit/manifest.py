@@ -96,6 +96,21 @@ class TestVectorsEntry:
         return self.outputs.get(name, ONE_STEP)
 
 
+LAYER_PRECISIONS = frozenset({"int8", "int16", "fp16", "float"})
+
+
+@dataclass(frozen=True)
+class LayerEntry:
+    """One ``layers[]`` entry: a layer (graph node) of the built model and the precision it runs
+    in (int8; int16 activations with int8 weights; fp16 weights; float). ``data`` keeps the
+    entry as stored (host reports may add keys such as a per-layer SQNR)."""
+
+    name: str
+    op: str
+    precision: str
+    data: dict[str, Any] = field(repr=False, compare=False)
+
+
 @dataclass(frozen=True)
 class Manifest:
     schema_version: int
@@ -110,6 +125,7 @@ class Manifest:
     source: dict[str, Any] = field(default_factory=dict, compare=False)
     quantization: dict[str, Any] = field(default_factory=dict, compare=False)
     validation: dict[str, Any] = field(default_factory=dict, compare=False)
+    layers: tuple[LayerEntry, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -165,6 +181,8 @@ class Manifest:
             source=where.field(data, "source", dict, "an object", default={}),
             quantization=where.field(data, "quantization", dict, "an object", default={}),
             validation=where.field(data, "validation", dict, "an object", default={}),
+            layers=tuple(_layer(where, e, i) for i, e in enumerate(
+                where.field(data, "layers", list, "a list of {name, op, precision}", default=[]))),
             raw=data,
         )
 
@@ -174,6 +192,17 @@ class Manifest:
 
     def model(self, fmt: str) -> ModelEntry | None:
         return next((m for m in self.models if m.format == fmt), None)
+
+
+def _layer(where: _Where, entry: Any, index: int) -> LayerEntry:
+    name = f"layers[{index}]"
+    where.expect(entry, dict, name, "an object {name, op, precision}")
+    precision = where.field(entry, "precision", str, "a string", f"{name}.")
+    if precision not in LAYER_PRECISIONS:
+        raise ArtifactError(f"{where.origin}: {name}.precision must be one of "
+                            f"{', '.join(sorted(LAYER_PRECISIONS))}, got {_short(precision)}")
+    return LayerEntry(where.field(entry, "name", str, "a string", f"{name}."),
+                      where.field(entry, "op", str, "a string", f"{name}."), precision, entry)
 
 
 class _Where:

@@ -108,6 +108,7 @@ class Quantize(Stage):
         # x86 without VNNI saturates 8-bit weights in onnxruntime's fused kernels (edgekit/cpu.py):
         # a model that will run on this very CPU gets 7-bit weights, as onnxruntime's docs advise.
         reduce_range = runs_here(ctx) and u8s8_saturates()
+        wide: dict[str, list[str]] = {}
         for method, ranges in ctx.ranges.items():
             out = ctx.workdir / f"int8-{method}.onnx"
             with ort_quantization_quiet():

@@ -23,6 +23,7 @@ from ..context import BuildContext
 from ..pipeline import Stage
 from ..qdq import float_nodes, input_quantization, output_quantization
 from ..task_accuracy import BuildMetric, Scorer, TaskScore
+from .precision import layer_precisions
 
 
 def annotate_io(ctx: BuildContext, model: Any) -> None:
@@ -66,13 +67,14 @@ def record_choice(ctx: BuildContext, path: Path, method: str, metrics: dict[str,
     ctx.quantization["method"] = method
     model = onnx.load(str(path))
     ctx.quantization["float_nodes"] = float_nodes(model)
+    ctx.extra_manifest["layers"] = layer_precisions(model)  # each layer's precision, read from the graph
     annotate_io(ctx, model)
 
 
 class Validate(Stage):
     name = "validate"
     requires = frozenset({"candidates", "float_path", "inputs", "outputs", "val"})
-    provides = frozenset({"inputs", "outputs", "quant_path", "quantization", "validation"})
+    provides = frozenset({"extra_manifest", "inputs", "outputs", "quant_path", "quantization", "validation"})
 
     def params(self, ctx: BuildContext) -> dict[str, Any]:
         return {"samples": ctx.validation.get("samples"), "chosen": ctx.validation.get("method"),
