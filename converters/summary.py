@@ -70,6 +70,11 @@ def summary_lines(result: Any) -> list[str]:
         elif "accepted_drop" in guard:
             lines.append(f"  ACCURACY BUDGET MISSED and accepted (--accept-accuracy-drop): drop "
                          f"{guard['accepted_drop']:.2f} > {guard['budget_points']:g} points")
+    speed = m.get("precision_speed") or {}
+    if speed.get("int8_speedup", 1.0) < 1.0:
+        from .search.speed_choice import line
+
+        lines.append(line(speed))
     pruning = m.get("pruning")
     if pruning:
         lines.append(f"  pruning: {pruning['method']}, ratio {pruning['ratio']:g}"

@@ -51,7 +51,7 @@ def run(ctx: click.Context, source: str, **options: Any) -> None:
     torch_options.update(budgets=budgets, prune=o["prune"], search=o["search"],
                          sign_key=o["sign_key"])
     torch_options.update({key: o[key] for key in ("metric", "postprocess", "guard_time",
-                                                  "accept_accuracy_drop", "random_weights")})
+                                                  "accept_accuracy_drop", "random_weights", "objective")})
     method = o["method"]
     if (budgets or o["search"]) and ctx.get_parameter_source(
             "method") == click.core.ParameterSource.DEFAULT:
