@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import numpy as np
 import pytest
+from edgekit.converters.stages.quantize import ort_quantization_quiet
 
 from ...conftest import DIGITS_NPZ
 from ..sizing import outlier_digits
@@ -24,10 +24,10 @@ def quantize(prepared: Path, out: Path, x: np.ndarray, keep_float: list[str] | N
             i = next(self.rows, None)
             return None if i is None else {"image": x[i:i + 1]}
 
-    logging.getLogger().setLevel(logging.ERROR)
-    quantize_static(str(prepared), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                    nodes_to_exclude=keep_float or [], extra_options={"WeightSymmetric": True})
+    with ort_quantization_quiet():  # the root logger's level stays as it was (tests/converters/stages checks)
+        quantize_static(str(prepared), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        nodes_to_exclude=keep_float or [], extra_options={"WeightSymmetric": True})
     return out
 
 
