@@ -85,10 +85,15 @@ def summary_lines(result: Any) -> list[str]:
         written = {"storage_mb": result.artifact_bytes / 1e6} if result.artifact_bytes else {}
         lines.append("  budgets met: " + ", ".join(
             f"{k} {written.get(k, c['value']):.4g}/{c['limit']:g}" for k, c in checks.items()))
-    floats = m["quantization"].get("float_nodes") or []
+    wide = {entry["name"]: entry["precision"] for entry in m.get("layers") or []}
+    floats = [f for f in m["quantization"].get("float_nodes") or [] if wide.get(f["name"]) != "fp16"]
     if floats:
         ops = sorted({f["op"] for f in floats})
         lines.append(f"  {len(floats)} node(s) stay float: {', '.join(ops)}")
+    counts = {p: sum(1 for v in wide.values() if v == p) for p in ("int16", "fp16")}
+    if any(counts.values()):
+        lines.append("  mixed precision: " + ", ".join(f"{n} layer(s) {p}" for p, n in counts.items() if n)
+                     + " (manifest layers)")
     for w in result.warnings:
         lines.append(f"  warning: {w}")
     return lines

@@ -56,6 +56,6 @@ def test_guard_takes_the_fp16_rung_when_int16_cannot_hold_the_range(tmp_path):
     layers = {entry["name"]: entry["precision"] for entry in m["layers"]}
     assert layers["node_conv2d"] == layers["node_conv2d_1"] == "fp16" and layers["node_linear"] == "int8"
     assert m["validation"]["accuracy_drop"] <= 1.0
-    assert "at fp16" in result.summary()
+    assert "at fp16" in result.summary() and "mixed precision: 2 layer(s) fp16" in result.summary()
     report = verify_artifact(out)  # each format reproduces its test vectors on its own runtime
     assert report.passed and {f.format for f in report.formats if not f.skipped} == {"tflite", "onnx"}
