@@ -121,22 +121,23 @@ def to_int16(model: Any, nodes: set[str]) -> list[str]:
             if dq.op_type != "DequantizeLinear":
                 continue
             dq.input[1], dq.input[2:] = s_name, [z_name]
-            out = dq.output[0]
+            out, last = dq.output[0], dq  # ``last`` writes ``out``
             if one_sided:
                 pre, relu = f"{out}__pre", f"{out}__relu"
                 dq.output[0] = pre
+                last = helper.make_node("DequantizeLinear", [f"{relu}_q", s_name, z_name], [out],
+                                        name=f"{relu}_dq")
                 added_nodes += [
                     helper.make_node("Relu", [pre], [relu], name=relu),
                     helper.make_node("QuantizeLinear", [relu, s_name, z_name], [f"{relu}_q"], name=f"{relu}_q"),
-                    helper.make_node("DequantizeLinear", [f"{relu}_q", s_name, z_name], [out],
-                                     name=f"{relu}_dq")]
+                    last]
             narrow_readers = [r for r in consumers.get(out, []) if r.name not in wide
-                              and r.op_type not in _QDQ and _is_quantized(r, producer, consumers)]
+                              and r.op_type not in _QDQ and _is_quantized(r, consumers)]
             for reader in narrow_readers:
                 added_nodes += _edge(reader, out, f"{out}_{reader.name}", narrow)
             if out in outputs:  # the graph output keeps its int8 grid: DQ16 -> Q8 -> DQ8 -> output
                 inner = f"{out}__i16"
-                dq.output[0] = inner
+                last.output[0] = inner
                 for reader in consumers.get(out, []):
                     reader.input[:] = [inner if i == out else i for i in reader.input]
                 added_nodes += [
@@ -146,7 +147,7 @@ def to_int16(model: Any, nodes: set[str]) -> list[str]:
     return sorted(wide)
 
 
-def _is_quantized(node: Any, producer: dict[str, Any], consumers: dict[str, list[Any]]) -> bool:
+def _is_quantized(node: Any, consumers: dict[str, list[Any]]) -> bool:
     """Whether the node runs on the int8 grid (all of its outputs go to QuantizeLinear)."""
     outs = [o for o in node.output if o]
     return bool(outs) and all(consumers.get(o) and all(c.op_type == "QuantizeLinear" for c in consumers[o])
