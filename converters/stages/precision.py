@@ -6,9 +6,10 @@ sensitive layers up; this module rewrites the int8 QDQ model onnxruntime's quant
 - **int16** (``to_int16``): every quantized activation a chosen node reads or writes gets
   int16 QuantizeLinear/DequantizeLinear, symmetric (zero point 0, as LiteRT's 16x8 kernels
   require) over the range the int8 parameters covered, so the calibration is reused and the
-  step shrinks ~256x. Weights stay int8 per channel. Where an int16 tensor meets an int8
-  reader, a Q/DQ pair back to the original int8 parameters sits on that edge (what
-  onnxruntime's own mixed-precision "convert" overrides write); graph inputs and outputs keep
+  step shrinks ~256x. Weights stay int8 per channel. A tensor is int16 when an int16 layer
+  writes it; where it meets an int8 reader, or an int8 tensor meets an int16 reader, a Q/DQ
+  pair to the reader's grid sits on that edge (what onnxruntime's own mixed-precision
+  "convert" overrides write; a LiteRT kernel's output type is its input type); graph inputs and outputs keep
   their int8 parameters (the runtime's I/O contract), with the conversion inside the graph.
   Int16 QuantizeLinear needs opset 21: the model's default-domain opset is raised to 21
   (every op this project writes has the same semantics there). onnxruntime runs int16 Q/DQ on
@@ -107,8 +108,10 @@ def to_int16(model: Any, nodes: set[str]) -> list[str]:
         graph.initializer.extend([numpy_helper.from_array(np.asarray(s16, np.float32), s_name),
                                   numpy_helper.from_array(np.zeros((), np.int16), z_name)])
         narrow = (q.input[1], q.input[2] if len(q.input) > 2 else "")
-        if q.input[0] in inputs:
-            # a graph input keeps its int8 parameters: requantize on each int16 reader's edge
+        source = producer.get(q.input[0])
+        if q.input[0] in inputs or source is None or source.name not in wide:
+            # a graph input, or a tensor an int8 layer writes (a kernel's output type is its
+            # input type), keeps its int8 parameters: requantize on each int16 reader's edge
             for dq in list(consumers.get(q.output[0], [])):
                 for reader in [r for r in consumers.get(dq.output[0], []) if r.name in wide]:
                     added_nodes += _edge(reader, dq.output[0], f"{key}_{reader.name}", (s_name, z_name))

@@ -89,3 +89,38 @@ def test_every_layer_int16_fully_connected_and_pool_match(outlier_qdq):
     fcs = [op for name, op in ops_of(model.data) if name == "FULLY_CONNECTED"]
     assert all(tensors[fc.inputs[0]].type == TType.INT16 and tensors[fc.inputs[2]].type == TType.INT64
                for fc in fcs)
+
+
+def residual_net(path):
+    """conv1 -> relu -> conv2 -> add(skip) -> relu: an int8 layer feeding int16 ones, and ADD."""
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array((rng.standard_normal((4, 4, 3, 3)) / 3).astype(np.float32), f"w{i}")
+               for i in (1, 2)]
+    nodes = [helper.make_node("Conv", ["image", "w1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
+             helper.make_node("Add", ["c2", "r1"], ["s"], name="add"),
+             helper.make_node("Relu", ["s"], ["out"], name="relu2")]
+    graph = helper.make_graph(nodes, "residual", [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 4, 8, 8])], weights)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_int8_layer_feeding_int16_add_matches(tmp_path):
+    from .conftest import quantize
+
+    x = np.random.default_rng(1).standard_normal((32, 4, 8, 8)).astype(np.float32)
+    path = quantize(residual_net(tmp_path / "residual.onnx"), tmp_path / "int8.onnx", x)
+    done = apply(path, {"conv2", "add", "relu2"}, set())
+    assert done["int16"] == ["add", "conv2"]  # onnxruntime folded relu2 into the uint8 grid
+    model, steps = _parity(path, {"image": x})
+    assert not model.float_ops and steps.max() <= 1.0 + 1e-3
+    names = [name for name, _ in ops_of(model.data)]
+    # conv1 stays int8 in and out; its output is requantized once for the int16 conv2 and ADD
+    assert names == ["CONV_2D", "QUANTIZE", "CONV_2D", "ADD", "QUANTIZE"]
+    tensors = read_tflite(model.data).subgraphs[0].tensors
+    add = next(op for name, op in ops_of(model.data) if name == "ADD")
+    assert all(tensors[i].type == TType.INT16 for i in (*add.inputs, *add.outputs))
