@@ -12,7 +12,8 @@ from ...conftest import DIGITS_NPZ
 from ..sizing import outlier_digits
 
 
-def quantize(prepared: Path, out: Path, x: np.ndarray, keep_float: list[str] | None = None) -> Path:
+def quantize(prepared: Path, out: Path, x: np.ndarray, keep_float: list[str] | None = None,
+             name: str = "image") -> Path:
     """Per-channel int8 QDQ with uint8 activations, as the build writes it."""
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
@@ -22,7 +23,7 @@ def quantize(prepared: Path, out: Path, x: np.ndarray, keep_float: list[str] | N
 
         def get_next(self):
             i = next(self.rows, None)
-            return None if i is None else {"image": x[i:i + 1]}
+            return None if i is None else {name: x[i:i + 1]}
 
     with ort_quantization_quiet():  # the root logger's level stays as it was (tests/converters/stages checks)
         quantize_static(str(prepared), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
