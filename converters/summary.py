@@ -71,10 +71,19 @@ def summary_lines(result: Any) -> list[str]:
     guard = m.get("accuracy_guard") or {}
     if "attempts" in guard:
         if guard.get("met"):
-            lines.append(f"  accuracy guard: budget met with {len(guard['attempts'][-1]['nodes'])} node(s) float")
+            last = guard["attempts"][-1]
+            rung = last.get("rung", "float")
+            lines.append(f"  accuracy guard: budget met with {len(last['nodes'])} node(s) "
+                         f"{'float' if rung == 'float' else 'at ' + rung} "
+                         f"(ladder {' -> '.join(guard.get('ladder', []))})")
         elif "accepted_drop" in guard:
             lines.append(f"  ACCURACY BUDGET MISSED and accepted (--accept-accuracy-drop): drop "
                          f"{guard['accepted_drop']:.2f} > {guard['budget_points']:g} points")
+    speed = m.get("precision_speed") or {}
+    if speed.get("int8_speedup", 1.0) < 1.0:
+        from .search.speed_choice import line
+
+        lines.append(line(speed))
     pruning = m.get("pruning")
     if pruning:
         lines.append(f"  pruning: {pruning['method']}, ratio {pruning['ratio']:g}"
@@ -85,10 +94,15 @@ def summary_lines(result: Any) -> list[str]:
         written = {"storage_mb": result.artifact_bytes / 1e6} if result.artifact_bytes else {}
         lines.append("  budgets met: " + ", ".join(
             f"{k} {written.get(k, c['value']):.4g}/{c['limit']:g}" for k, c in checks.items()))
-    floats = m["quantization"].get("float_nodes") or []
+    wide = {entry["name"]: entry["precision"] for entry in m.get("layers") or []}
+    floats = [f for f in m["quantization"].get("float_nodes") or [] if wide.get(f["name"]) != "fp16"]
     if floats:
         ops = sorted({f["op"] for f in floats})
         lines.append(f"  {len(floats)} node(s) stay float: {', '.join(ops)}")
+    counts = {p: sum(1 for v in wide.values() if v == p) for p in ("int16", "fp16")}
+    if any(counts.values()):
+        lines.append("  mixed precision: " + ", ".join(f"{n} layer(s) {p}" for p, n in counts.items() if n)
+                     + " (manifest layers)")
     for w in result.warnings:
         lines.append(f"  warning: {w}")
     return lines

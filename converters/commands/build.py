@@ -75,7 +75,7 @@ def build_kwargs(ctx: click.Context, options: dict[str, Any]) -> dict[str, Any]:
                          sign_key=o["sign_key"])
     torch_options.update({key: o[key] for key in ("metric", "postprocess", "guard_time",
                                                   "accept_accuracy_drop", "random_weights",
-                                                  "executor", "shards")})
+                                                  "executor", "shards", "objective")})
     method = o["method"]
     if (budgets or o["search"]) and ctx.get_parameter_source(
             "method") == click.core.ParameterSource.DEFAULT:

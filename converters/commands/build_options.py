@@ -91,6 +91,9 @@ ACCURACY = [
                  help="Seconds the accuracy guard may spend keeping sensitive layers float."),
     click.Option(["--accept-accuracy-drop"], is_flag=True, help="Ship even when the accuracy "
                  "budget is missed (manifest and summary say so)."),
+    click.Option(["--objective"], type=click.Choice(["accuracy", "latency"]), default="accuracy",
+                 show_default=True, help="latency: where int8 is slower than float on the target "
+                 "(measured on the host, else estimated), ship float."),
 ]
 BUDGETS = [
     click.Option(["--max-latency-ms"], type=float, help="Latency budget (batch 1, profile threads)."),

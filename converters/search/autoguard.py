@@ -3,10 +3,12 @@
 When the chosen int8 candidate misses the profile's accuracy budget (measured with the
 build's task metric, ``task_accuracy.py``), the guard ranks the quantized tensors by how
 much output SQNR each costs alone (``search/guard.sensitivity``) and moves the most
-sensitive ones up the precision ``LADDER``, more at each rebuild (1, 2, 4, 8 ... of them),
-until the budget is met or ``--guard-time`` runs out. Today the ladder has one rung above
-int8: float (the nodes that quantize the tensor are excluded from quantization); the next
-rungs (int16 activations, fp16) slot in between without changing the loop.
+sensitive ones up the precision ladder, more at each rebuild (1, 2, 4, 8 ... of them), until
+the budget is met or ``--guard-time`` runs out. At each size the layers climb the ladder
+``ladder(profile)``, cheapest rung first: int16 activations with int8 weights (a16w8, for
+activation-sensitive layers of ops with 16x8 kernels), fp16 weights (only where the target's
+CPU has fp16 arithmetic: ``profile.cpu.fp16``), then float; the first rung that meets the
+budget wins (``stages/precision.py`` rewrites the graph; both formats run it).
 
 ``enforce_accuracy(ctx)`` runs right after the validate stage of a plain build: a met (or
 unchecked) budget passes; a miss runs the guard, and if it still misses, ``BudgetError``
@@ -28,21 +30,40 @@ from edgekit.errors import BudgetError
 from ..context import BuildContext
 from ..task_accuracy import Scorer, TaskScore
 
-LADDER: tuple[str, ...] = ("int8", "float")  # precisions a sensitive layer climbs, cheapest first
+LADDER: tuple[str, ...] = ("int8", "int16", "fp16", "float")  # every rung, cheapest first
+
+
+def ladder(profile: Any) -> tuple[str, ...]:
+    """The rungs this target has: fp16 only where its CPU has fp16 arithmetic."""
+    return tuple(r for r in LADDER if r != "fp16" or profile.cpu.fp16)
+
+
+def rungs_for(plan: list[Any], rungs: tuple[str, ...]) -> list[str]:
+    """The rungs above int8 worth a rebuild for ``plan``: int16 only helps when an activation
+    is among its tensors and one of its nodes has a 16x8 kernel (weights stay int8 there)."""
+    from ..stages.precision import INT16_OPS
+
+    out = []
+    for rung in rungs[1:]:
+        if rung == "int16" and not any(s.kind == "activation" and s.ops & INT16_OPS for s in plan):
+            continue
+        out.append(rung)
+    return out
 
 
 @dataclass
 class Attempt:
-    float_tensors: list[str]
+    float_tensors: list[str]  # the tensors moved up the ladder (named so since the float-only guard)
     nodes: list[str]
     path: Path
     score: TaskScore
     met: bool
     seconds: float
+    rung: str = "float"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"float_tensors": self.float_tensors, "nodes": self.nodes, "drop": round(self.score.drop, 4),
-                "met": self.met, "seconds": round(self.seconds, 2)}
+        return {"float_tensors": self.float_tensors, "nodes": self.nodes, "rung": self.rung,
+                "drop": round(self.score.drop, 4), "met": self.met, "seconds": round(self.seconds, 2)}
 
 
 @dataclass
@@ -60,8 +81,10 @@ class GuardOutcome:
     def best(self) -> Attempt | None:
         return min(self.attempts, key=lambda a: a.score.drop, default=None)
 
+    rungs: tuple[str, ...] = ("int8", "float")
+
     def to_dict(self, budget: float, time_bound: float) -> dict[str, Any]:
-        return {"ladder": list(LADDER), "budget_points": budget, "time_bound_s": time_bound,
+        return {"ladder": list(self.rungs), "budget_points": budget, "time_bound_s": time_bound,
                 "seconds": round(self.seconds, 2), "timed_out": self.timed_out,
                 "tensors_ranked": self.ranked, "met": self.met is not None,
                 "attempts": [a.to_dict() for a in self.attempts]}
@@ -109,7 +132,7 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, budget: float,
     config = ctx.config
     started = time.monotonic()
     deadline = started + config.guard_time
-    outcome = GuardOutcome()
+    outcome = GuardOutcome(rungs=ladder(ctx.profile))
     progress = Progress(config.quiet)
     try:
         ranking = sensitivity(ctx.float_path, qdq_path, ctx.calib, config.sensitivity_samples,
@@ -121,22 +144,28 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, budget: float,
         if ranking:
             ctx.report("  accuracy guard: most sensitive " + ", ".join(
                 f"{s.tensor} ({s.sqnr_db:.1f} dB)" for s in ranking[:3]))
+        model = onnx_nodes(ctx.float_path)
+        for plan in ranking:
+            plan.ops = {model.get(n, "") for n in plan.nodes}
         for k, size in enumerate(sizes):
-            if time.monotonic() > deadline:
-                outcome.timed_out = True
-                break
-            began = time.monotonic()
             plan = plans[size - 1]
             nodes = nodes_of(plan)
-            path = rebuild(ctx, method, nodes, k)
-            score = evaluate(path)
-            attempt = Attempt([p.tensor for p in plan], nodes, path, score, score.drop <= budget,
-                              time.monotonic() - began)
-            outcome.attempts.append(attempt)
+            for rung in rungs_for(plan, outcome.rungs):
+                if time.monotonic() > deadline:
+                    outcome.timed_out = True
+                    break
+                began = time.monotonic()
+                path = rebuild(ctx, method, nodes, k, rung)
+                score = evaluate(path)
+                attempt = Attempt([p.tensor for p in plan], nodes, path, score, score.drop <= budget,
+                                  time.monotonic() - began, rung)
+                outcome.attempts.append(attempt)
+                ctx.report(f"  accuracy guard: {len(plan)} tensor(s) {rung} ({len(nodes)} nodes): "
+                           f"drop {score.drop:.2f} points -> {'meets' if attempt.met else 'misses'} {budget:g}")
+                if attempt.met:
+                    break
             progress(0)
-            ctx.report(f"  accuracy guard: {len(plan)} tensor(s) float ({len(nodes)} nodes): "
-                       f"drop {score.drop:.2f} points -> {'meets' if attempt.met else 'misses'} {budget:g}")
-            if attempt.met:
+            if outcome.met is not None or outcome.timed_out:
                 break
         else:
             outcome.timed_out = time.monotonic() > deadline and outcome.met is None
@@ -146,15 +175,27 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, budget: float,
     return outcome
 
 
-def rebuild(ctx: BuildContext, method: str, nodes: list[str], k: int) -> Path:
-    """Quantize once more with ``nodes`` (plus the user's) left float, in its own folder."""
+def onnx_nodes(path: Path) -> dict[str, str]:
+    """Node name -> op type of the float model (which rungs a plan's nodes can take)."""
+    import onnx
+
+    return {n.name: n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node}
+
+
+def rebuild(ctx: BuildContext, method: str, nodes: list[str], k: int, rung: str = "float") -> Path:
+    """Quantize once more with ``nodes`` at ``rung`` (int16 / fp16 / float; the user's
+    ``--keep-float`` nodes float), in its own folder."""
     from ..stages.quantize import Quantize, QuantizeConfig
 
-    sub = ctx.fork(f"guard{k}")
+    sub = ctx.fork(f"guard{k}-{rung}")
     sub.ranges = {method: ctx.ranges[method]}
     sub.candidates = {}
     step = Quantize()
-    step.config = QuantizeConfig(tuple(sorted(set(ctx.config.keep_float) | set(nodes))), ctx.config.per_channel)
+    user = set(ctx.config.keep_float)
+    float_nodes = user | set(nodes) if rung == "float" else user
+    step.config = QuantizeConfig(tuple(sorted(float_nodes)), ctx.config.per_channel,
+                                 int16=tuple(sorted(nodes)) if rung == "int16" else (),
+                                 fp16=tuple(sorted(set(nodes) - user)) if rung == "fp16" else ())
     step.run(sub)
     return sub.candidates[method]
 
@@ -162,7 +203,7 @@ def rebuild(ctx: BuildContext, method: str, nodes: list[str], k: int) -> Path:
 def table(first: TaskScore, outcome: GuardOutcome, budget: float) -> str:
     """Rows: the plain int8 build and every guard attempt, with the drop against the budget."""
     rows = [("int8 (no float layers)", first.drop)]
-    rows += [(f"{len(a.float_tensors)} tensor(s) float, {len(a.nodes)} node(s)", a.score.drop)
+    rows += [(f"{len(a.float_tensors)} tensor(s) {a.rung}, {len(a.nodes)} node(s)", a.score.drop)
              for a in outcome.attempts]
     width = max(len(r[0]) for r in rows)
     lines = [f"  {'build':<{width}}  drop (points)  budget {budget:g}"]
@@ -202,7 +243,9 @@ def enforce_accuracy(ctx: BuildContext) -> None:
     if chosen is not None:
         metrics, score = scorer.score(chosen.path)
         record_choice(ctx, chosen.path, method, metrics, score, scorer.task, candidates)
-        ctx.quantization["keep_float"] = sorted(set(config.keep_float) | set(chosen.nodes))
+        widened = set(chosen.nodes) if chosen.rung in ("fp16", "float") else set()
+        ctx.quantization["keep_float"] = sorted(set(config.keep_float) | widened)
+        ctx.quantization["mixed_precision"] = {"rung": chosen.rung, "nodes": chosen.nodes}
     else:
         record_choice(ctx, ctx.quant_path, method, first_metrics, first, scorer.task, candidates)
     if outcome.met is None:

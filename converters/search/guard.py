@@ -20,7 +20,7 @@ one more at a time, rebuilding and validating after each, until the accuracy bud
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ class Sensitivity:
     nodes: list[str]  # nodes to keep float so that this tensor is not quantized
     sqnr_db: float  # output SQNR with only this tensor quantized (lower = more sensitive)
     top1_agreement: float | None = None
+    ops: set[str] = field(default_factory=set)  # op types of ``nodes`` (which rungs can take them)
 
     def reason(self) -> str:
         agree = ("" if self.top1_agreement is None

@@ -17,12 +17,15 @@ from edgekit.cpu import u8s8_saturates
 
 from ..context import BuildContext
 from ..pipeline import Stage, StageConfig
+from . import precision
 
 
 @dataclass(frozen=True)
 class QuantizeConfig(StageConfig):
     keep_float: tuple[str, ...] = ()  # node names left float (the accuracy guard's plan)
     per_channel: bool = True
+    int16: tuple[str, ...] = ()  # nodes on int16 activations, int8 weights (stages/precision.py)
+    fp16: tuple[str, ...] = ()   # nodes left float with float16 weights (targets with fp16 arithmetic)
 
 
 @contextlib.contextmanager
@@ -95,6 +98,7 @@ class Quantize(Stage):
                  "entropy": CalibrationMethod.Entropy}
         activation = QuantType.QUInt8 if ctx.activation_type == "uint8" else QuantType.QInt8
         keep_float = list(self.config.keep_float)
+        keep_float += [n for n in self.config.fp16 if n not in keep_float]
         keep_float += [c for c in self._split_packed(ctx) if c not in keep_float]
         per_channel = self.config.per_channel
         extra_options = {
@@ -104,6 +108,7 @@ class Quantize(Stage):
         # x86 without VNNI saturates 8-bit weights in onnxruntime's fused kernels (edgekit/cpu.py):
         # a model that will run on this very CPU gets 7-bit weights, as onnxruntime's docs advise.
         reduce_range = runs_here(ctx) and u8s8_saturates()
+        wide: dict[str, list[str]] = {}
         for method, ranges in ctx.ranges.items():
             out = ctx.workdir / f"int8-{method}.onnx"
             with ort_quantization_quiet():
@@ -115,11 +120,14 @@ class Quantize(Stage):
                     extra_options=extra_options, calibration_cache_path=str(ranges),
                     reduce_range=reduce_range,
                 )
+            wide = precision.apply(out, set(self.config.int16), set(self.config.fp16))
             ctx.candidates[method] = out
         self.used = {"format": "QDQ", "per_channel": per_channel,
                      "activation_type": ctx.activation_type, "weight_type": "int8",
                      "keep_float": keep_float, "extra_options": extra_options,
                      "reduce_range": reduce_range}
+        if self.config.int16 or self.config.fp16:
+            self.used["mixed_precision"] = wide
         ctx.quantization.update(self.used)
 
     def _split_packed(self, ctx: BuildContext) -> list[str]:

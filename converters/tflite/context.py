@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
+from edgekit.converters.tflite.fp16 import fp16_weight
 from edgekit.converters.tflite.graph import OnnxGraph
 from edgekit.converters.tflite.layout import (
     Perm,
@@ -27,6 +28,7 @@ from edgekit.converters.tflite.quant import (
     to_int8_values,
 )
 from edgekit.converters.tflite.schema import Act, Op, S
+from edgekit.converters.tflite.sixteen import bias_int64
 from edgekit.converters.tflite.writer import ModelWriter, Tensor
 
 from edgekit.errors import InternalError, UnsupportedModelError
@@ -39,6 +41,7 @@ class Weight:
     real: np.ndarray
     q: np.ndarray | None = None
     scale: np.ndarray | None = None
+    fp16: bool = False  # a float weight stored as float16 (tflite/fp16.py)
 
 
 class ConversionContext:
@@ -54,6 +57,7 @@ class ConversionContext:
         self.fused_node: onnx.NodeProto | None = None
         # set by the driver: would this node be written in int8?
         self.is_int8: Callable[[onnx.NodeProto], bool] = lambda node: False
+        self.fp16_weights: set[str] = set()  # float weights written as FLOAT16 + DEQUANTIZE
 
     # -- reading values ---------------------------------------------------------------
     def attrs(self, node: onnx.NodeProto) -> dict:
@@ -88,6 +92,14 @@ class ConversionContext:
             if node.op_type == "DequantizeLinear":
                 return self.float_value(name)
             qp = activation_params(*self.g.q_params(node))
+            upstream = self.g.dq(node.input[0])
+            if upstream is not None and upstream.source not in self.g.const and \
+                    qp.dtype != activation_params(upstream.scale, upstream.zero_point).dtype:
+                # DQ -> Q between int8 and int16 grids (mixed precision): one requantizing
+                # QUANTIZE instead of DEQUANTIZE + QUANTIZE
+                value = self.requant(self.value(upstream.source), qp)
+                self.values[name] = value
+                return value
             src = self.float_value(node.input[0])
             if src.is_const:
                 value = Value(src.onnx_shape, src.perm, qp, const=qp.quantize(src.const))
@@ -146,7 +158,7 @@ class ConversionContext:
         dq = self.g.dq(name)
         real = fix(self.const(name)).astype(np.float32)
         if not self.quantized:
-            return Weight(real)
+            return Weight(real, fp16=name in self.fp16_weights)
         if dq is None:
             q, scale = quantize_weights(real, out_axis)
             return Weight(real, q, scale)
@@ -178,6 +190,10 @@ class ConversionContext:
                 raw, raw_scale = self.g.const[dq.source], dq.scale
             else:
                 raw = self.const(name).astype(np.float64) * alpha
+        if x.qparams.dtype == "int16":  # 16x8 kernels take int64 biases (tflite/sixteen.py)
+            q, scale = bias_int64(raw, raw_scale, x.qparams.s, w.scale, channels)
+            qp = QParams(tuple(float(s) for s in scale), (0,) * channels, 0, "int64")
+            return self.w.tensor((channels,), "int64", qp, f"{node.name}_bias", q)
         q, scale = bias_int32(raw, raw_scale, x.qparams.s, w.scale, channels)
         qp = QParams(tuple(float(s) for s in scale), (0,) * channels, 0, "int32")
         return self.w.tensor((channels,), "int32", qp, f"{node.name}_bias", q)
@@ -231,6 +247,12 @@ class ConversionContext:
         if v.tensor is None:
             return self.materialize(v, v.perm).tensor
         return v.tensor
+
+    def float_weight(self, w: Weight, name: str) -> Tensor:
+        """A float weight tensor: float32, or float16 + DEQUANTIZE for an fp16 layer."""
+        if w.fp16:
+            return fp16_weight(self, w.real, name)
+        return self.w.const(np.ascontiguousarray(w.real, np.float32), name)
 
     def int32(self, data, name: str) -> Tensor:
         return self.w.const(np.asarray(data, np.int32), name)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import onnx
 from edgekit.converters.tflite.context import ConversionContext
+from edgekit.converters.tflite.fp16 import fold_fp16_weights
 from edgekit.converters.tflite.graph import OnnxGraph
 from edgekit.converters.tflite.layout import NHWC, Value, identity, layout_name
 from edgekit.converters.tflite.ops import FUSIONS, REGISTRY, OpSpec
@@ -20,6 +21,7 @@ from edgekit.converters.tflite.ops.activation import fused_code
 from edgekit.converters.tflite.qdq_fill import fill_qdq
 from edgekit.converters.tflite.quant import activation_params
 from edgekit.converters.tflite.schema import Act
+from edgekit.converters.tflite.sixteen import INT16_KERNELS, is_int16_zero
 from edgekit.converters.tflite.writer import ModelWriter
 
 from edgekit.errors import UnsupportedModelError
@@ -50,9 +52,16 @@ def convert(model: onnx.ModelProto, keep_float: set[str] | frozenset[str] = froz
     """
     keep = set(keep_float)
     int8_ops = {op for op, spec in REGISTRY.items() if spec.int8}
-    graph = OnnxGraph(model, rewrite=lambda m: fill_qdq(m, int8_ops, keep),
-                      fuse=lambda g: [fuse(g, keep) for fuse in FUSIONS])
-    return _Driver(graph, keep, int8_io).run(strict_int8)
+    halves: set[str] = set()
+
+    def rewrite(copy: onnx.ModelProto) -> None:
+        halves.update(fold_fp16_weights(copy))  # fp16 layers' weights (tflite/fp16.py)
+        fill_qdq(copy, int8_ops, keep)
+
+    graph = OnnxGraph(model, rewrite=rewrite, fuse=lambda g: [fuse(g, keep) for fuse in FUSIONS])
+    driver = _Driver(graph, keep, int8_io)
+    driver.ctx.fp16_weights = halves
+    return driver.run(strict_int8)
 
 
 class _Driver:
@@ -96,7 +105,16 @@ class _Driver:
                 return False
         if not all(self.g.q_consumers(out) for out in node.output if out):
             return False
+        if node.op_type not in INT16_KERNELS and self._touches_int16(node):
+            return False  # no 16x8 kernel written for it: float between DEQUANTIZE/QUANTIZE
         return spec.can_int8 is None or spec.can_int8(self.ctx, node)
+
+    def _touches_int16(self, node: onnx.NodeProto) -> bool:
+        zeros = [self.g.dq(i).zero_point for i in node.input if i and self.g.dq(i) is not None
+                 and self.g.dq(i).source not in self.g.const]
+        zeros += [self.g.q_params(q)[1] for out in node.output if out
+                  for q in (self.g.q_consumers(out) or [])]
+        return any(is_int16_zero(z) for z in zeros)
 
     @staticmethod
     def _strict_error(ops: list[dict]) -> UnsupportedModelError:
@@ -205,7 +223,7 @@ def _describe(name: str, value: Value) -> dict:
         "name": name,
         "tflite_name": value.tensor.name,
         "shape": list(value.shape),
-        "dtype": "int8" if value.quantized else "float32",
+        "dtype": value.qparams.dtype if value.quantized else "float32",
         "perm": list(value.perm),
         "layout": layout_name(value.perm),
     }

@@ -56,8 +56,10 @@ class QParams:
         )
 
     def quantize(self, x: np.ndarray) -> np.ndarray:
-        """Float -> int8 with round-half-to-even, as ONNX QuantizeLinear does."""
+        """Float -> int8 (int16 in 16x8 mode) with round-half-to-even, as ONNX QuantizeLinear does."""
         q = np.rint(np.asarray(x, np.float64) / self.s) + self.zp
+        if self.dtype == "int16":
+            return np.clip(q, -32768, 32767).astype(np.int16)
         return np.clip(q, INT8_MIN, INT8_MAX).astype(np.int8)
 
     def to_tflite(self) -> S.QuantizationParametersT:
@@ -76,7 +78,7 @@ class QParams:
 
 def tflite_type(dtype: str | np.dtype) -> int:
     name = np.dtype(dtype).name
-    table = {"float32": TType.FLOAT32, "int8": TType.INT8, "int32": TType.INT32,
+    table = {"float32": TType.FLOAT32, "float16": TType.FLOAT16, "int8": TType.INT8, "int32": TType.INT32,
              "int64": TType.INT64, "uint8": TType.UINT8, "bool": TType.BOOL,
              "int16": TType.INT16}
     return table[name]
@@ -86,10 +88,12 @@ def activation_params(scale: np.ndarray, zero_point: np.ndarray) -> QParams:
     """An ONNX per-tensor activation (uint8 or int8 zero point) as int8 TFLite parameters."""
     scale = np.asarray(scale, np.float32).reshape(-1)
     zp = np.asarray(zero_point).reshape(-1)
+    if zp.dtype == np.int16 and scale.size == 1 and not zp.any():
+        return QParams.per_tensor(float(scale[0]), 0, "int16")  # 16x8 mode (tflite/sixteen.py)
     if zp.dtype not in (np.uint8, np.int8):
         raise UnsupportedModelError(
-            f"expected 8-bit activations (uint8 or int8 zero points), got {zp.dtype}; the "
-            "tflite writer does not write 16-bit activations")
+            f"expected 8-bit activations (uint8 or int8 zero points) or symmetric int16 ones, "
+            f"got {zp.dtype}")
     shift = -128 if zp.dtype == np.uint8 else 0
     if scale.size != 1:
         # per-channel activations do not exist in LiteRT's int8 kernels

@@ -104,17 +104,21 @@ def test_build_keeps_the_sensitive_layers_float_until_accuracy_is_met(tmp_path):
 
 
 def test_plain_build_runs_the_guard_until_the_budget_is_met(tmp_path):
-    """No budget flags: the guard is on by default and keeps the crushed layers float."""
+    """No budget flags: the guard is on by default; its first rung above int8, int16
+    activations, wins the crushed layers back (the host has no fp16 arithmetic rung)."""
     source = outlier_digits(tmp_path)
     result = build(str(source), target="host", calib=str(DIGITS_NPZ),
                    output=tmp_path / "plain.edgekit", formats=["onnx"], quiet=True)
     m = result.manifest
     assert "search" not in m
     section = m["accuracy_guard"]
-    assert section["met"] and section["ladder"] == ["int8", "float"]
+    assert section["met"] and section["ladder"] == ["int8", "int16", "float"]
     assert section["attempts"][-1]["drop"] <= 1.0 < section["attempts"][0]["drop"] or len(section["attempts"]) == 1
+    assert section["attempts"][-1]["rung"] == "int16"
     assert m["validation"]["accuracy_drop"] <= 1.0
-    assert {"node_conv2d", "node_conv2d_1"} <= {n["name"] for n in m["quantization"]["float_nodes"]}
+    layers = {entry["name"]: entry["precision"] for entry in m["layers"]}
+    assert layers["node_conv2d"] == layers["node_conv2d_1"] == "int16" and layers["node_linear"] == "int8"
+    assert not m["quantization"]["float_nodes"]
     assert "accuracy guard: budget met" in result.summary()
 
 

@@ -67,7 +67,7 @@ def convert_conv(ctx: ConversionContext, node: onnx.NodeProto) -> None:
 
 def _filter(ctx: ConversionContext, node: onnx.NodeProto, w: Weight, axis: int):
     if w.q is None:
-        return ctx.w.const(np.ascontiguousarray(w.real, np.float32), f"{node.name}_w")
+        return ctx.float_weight(w, f"{node.name}_w")
     qp = QParams(tuple(float(s) for s in w.scale), (0,) * len(w.scale), axis)
     return ctx.w.tensor(w.q.shape, "int8", qp, f"{node.name}_w", w.q)
 

@@ -26,6 +26,8 @@ def convert_binary(ctx: ConversionContext, node: onnx.NodeProto) -> None:
     out = ctx.output(node, 0, perm)
     opts = options()
     opts.fusedActivationFunction = ctx.fused_act
+    if out.qparams is not None and out.qparams.dtype == "int16" and node.op_type in ("Add", "Sub"):
+        opts.potScaleInt16 = False  # general int16 scales, not only powers of two
     ctx.emit(builtin, [a, b], [out], opts)
     ctx.bind(node, 0, out)
 

@@ -102,7 +102,7 @@ def _fully_connected(ctx: ConversionContext, node: onnx.NodeProto, to_out_in, al
     else:
         bias = ctx.bias(node, 99, x, w, cout)
     if w.q is None:
-        filt = ctx.w.const(np.ascontiguousarray(w.real, np.float32), f"{node.name}_w")
+        filt = ctx.float_weight(w, f"{node.name}_w")
     else:
         qp = QParams(tuple(float(s) for s in w.scale), (0,) * cout, 0)
         filt = ctx.w.tensor(w.q.shape, "int8", qp, f"{node.name}_w", w.q)

@@ -1,0 +1,273 @@
+"""Mixed precision on a QDQ graph: int16 activations (a16w8) and fp16 weights, per layer.
+
+The accuracy guard's ladder (int8 -> int16 -> fp16 -> float, ``search/autoguard.py``) moves
+sensitive layers up; this module rewrites the int8 QDQ model onnxruntime's quantizer wrote:
+
+- **int16** (``to_int16``): every quantized activation a chosen node reads or writes gets
+  int16 QuantizeLinear/DequantizeLinear, symmetric (zero point 0, as LiteRT's 16x8 kernels
+  require) over the range the int8 parameters covered, so the calibration is reused and the
+  step shrinks ~256x. Weights stay int8 per channel. A tensor is int16 when an int16 layer
+  writes it; where it meets an int8 reader, or an int8 tensor meets an int16 reader, a Q/DQ
+  pair to the reader's grid sits on that edge (what onnxruntime's own mixed-precision
+  "convert" overrides write; a LiteRT kernel's output type is its input type); graph inputs and outputs keep
+  their int8 parameters (the runtime's I/O contract), with the conversion inside the graph.
+  Int16 QuantizeLinear needs opset 21: the model's default-domain opset is raised to 21
+  (every op this project writes has the same semantics there). onnxruntime runs int16 Q/DQ on
+  CPU by dequantizing around a float kernel; the .tflite writer turns it into LiteRT's 16x8
+  kernels (``converters/tflite/sixteen.py``).
+- **fp16** (``to_fp16``): nodes the quantizer left float get their weights stored as float16
+  and a Cast back to float32, which is LiteRT's "float16 quantization" (fp16 weights,
+  DEQUANTIZE to float; XNNPACK on a CPU with fp16 arithmetic runs such layers in fp16). Only
+  offered on targets whose CPU has fp16 arithmetic (``profile.cpu.fp16``, rpi5's Cortex-A76).
+
+``layer_precisions`` reads a final graph back into ``[{name, op, precision}]`` for the manifest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+PRECISIONS = ("int8", "int16", "fp16", "float")
+INT16_OPSET = 21
+# ops with a 16x8 (int16 activation, int8 weight) kernel in both runtimes' paths we write
+INT16_OPS = frozenset({"Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool",
+                       "GlobalAveragePool", "Relu", "Reshape", "Flatten", "Transpose", "Concat"})
+# ops whose constant weights the fp16 rung stores as float16
+FP16_WEIGHT_OPS = frozenset({"Conv", "Gemm", "MatMul", "ConvTranspose"})
+INT16_MAX = 32767
+_QDQ = ("QuantizeLinear", "DequantizeLinear")
+
+
+def _maps(graph: Any) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    producer = {o: n for n in graph.node for o in n.output}
+    consumers: dict[str, list[Any]] = {}
+    for n in graph.node:
+        for i in n.input:
+            if i:
+                consumers.setdefault(i, []).append(n)
+    return producer, consumers
+
+
+def _arrays(graph: Any) -> dict[str, np.ndarray]:
+    from onnx import numpy_helper
+
+    return {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+
+
+def int16_scale(scale: float, zero_point: int, dtype: np.dtype) -> float:
+    """The symmetric int16 step covering the real range an int8/uint8 (scale, zp) covers."""
+    info = np.iinfo(dtype)
+    lo, hi = scale * (info.min - zero_point), scale * (info.max - zero_point)
+    return max(abs(lo), abs(hi), 1e-12) / INT16_MAX
+
+
+def _raise_opset(model: Any) -> None:
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx") and entry.version < INT16_OPSET:
+            entry.version = INT16_OPSET
+
+
+def to_int16(model: Any, nodes: set[str]) -> list[str]:
+    """Rewrite ``model`` in place: the activations of ``nodes`` become int16. Returns the
+    node names actually made int16 (those of an op with a 16x8 kernel, reading a quantized
+    activation)."""
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    producer, consumers = _maps(graph)
+    inits = _arrays(graph)
+    inputs = {i.name for i in graph.input}
+    outputs = {o.name for o in graph.output}
+    chosen = [n for n in graph.node if n.name in nodes and n.op_type in INT16_OPS]
+    wide = {n.name for n in chosen}
+    # the QuantizeLinear of every activation tensor a chosen node touches
+    quants: dict[str, Any] = {}  # Q node name -> node
+    for node in chosen:
+        for name in node.input:
+            dq = producer.get(name)
+            if dq is None or dq.op_type != "DequantizeLinear" or dq.input[0] in inits:
+                continue
+            q = producer.get(dq.input[0])
+            if q is not None and q.op_type == "QuantizeLinear":
+                quants[q.name or q.output[0]] = q
+        for name in node.output:
+            for q in consumers.get(name, []):
+                if q.op_type == "QuantizeLinear":
+                    quants[q.name or q.output[0]] = q
+    if not quants:
+        return []
+    _raise_opset(model)
+    added_nodes: list[Any] = []
+    for key, q in quants.items():
+        scale = float(np.asarray(inits[q.input[1]]).reshape(-1)[0])
+        zero = np.asarray(inits[q.input[2]]) if len(q.input) > 2 and q.input[2] else np.zeros((), np.uint8)
+        s16 = int16_scale(scale, int(zero.reshape(-1)[0]), zero.dtype)
+        s_name, z_name = f"{key}__s16", f"{key}__z16"
+        graph.initializer.extend([numpy_helper.from_array(np.asarray(s16, np.float32), s_name),
+                                  numpy_helper.from_array(np.zeros((), np.int16), z_name)])
+        narrow = (q.input[1], q.input[2] if len(q.input) > 2 else "")
+        source = producer.get(q.input[0])
+        if q.input[0] in inputs or source is None or source.name not in wide:
+            # a graph input, or a tensor an int8 layer writes (a kernel's output type is its
+            # input type), keeps its int8 parameters: requantize on each int16 reader's edge
+            for dq in list(consumers.get(q.output[0], [])):
+                for reader in [r for r in consumers.get(dq.output[0], []) if r.name in wide]:
+                    added_nodes += _edge(reader, dq.output[0], f"{key}_{reader.name}", (s_name, z_name))
+            continue
+        q.input[1], q.input[2:] = s_name, [z_name]
+        # a uint8/int8 grid starting at its zero point clamps negatives: onnxruntime's quantizer
+        # removed the Relu it made redundant; the symmetric int16 grid needs it back
+        one_sided = int(zero.reshape(-1)[0]) == np.iinfo(zero.dtype).min
+        for dq in list(consumers.get(q.output[0], [])):
+            if dq.op_type != "DequantizeLinear":
+                continue
+            dq.input[1], dq.input[2:] = s_name, [z_name]
+            out, last = dq.output[0], dq  # ``last`` writes ``out``
+            if one_sided:
+                pre, relu = f"{out}__pre", f"{out}__relu"
+                dq.output[0] = pre
+                last = helper.make_node("DequantizeLinear", [f"{relu}_q", s_name, z_name], [out],
+                                        name=f"{relu}_dq")
+                added_nodes += [
+                    helper.make_node("Relu", [pre], [relu], name=relu),
+                    helper.make_node("QuantizeLinear", [relu, s_name, z_name], [f"{relu}_q"], name=f"{relu}_q"),
+                    last]
+            narrow_readers = [r for r in consumers.get(out, []) if r.name not in wide
+                              and r.op_type not in _QDQ and _is_quantized(r, consumers)]
+            for reader in narrow_readers:
+                added_nodes += _edge(reader, out, f"{out}_{reader.name}", narrow)
+            if out in outputs:  # the graph output keeps its int8 grid: DQ16 -> Q8 -> DQ8 -> output
+                inner = f"{out}__i16"
+                last.output[0] = inner
+                for reader in consumers.get(out, []):
+                    reader.input[:] = [inner if i == out else i for i in reader.input]
+                added_nodes += [
+                    helper.make_node("QuantizeLinear", [inner, *narrow], [f"{out}__q8"], name=f"{out}__q8"),
+                    helper.make_node("DequantizeLinear", [f"{out}__q8", *narrow], [out], name=f"{out}__dq8")]
+    _insert_sorted(graph, added_nodes)
+    return sorted(wide)
+
+
+def _is_quantized(node: Any, consumers: dict[str, list[Any]]) -> bool:
+    """Whether the node runs on the int8 grid (all of its outputs go to QuantizeLinear)."""
+    outs = [o for o in node.output if o]
+    return bool(outs) and all(consumers.get(o) and all(c.op_type == "QuantizeLinear" for c in consumers[o])
+                              for o in outs)
+
+
+def _edge(reader: Any, name: str, key: str, params: tuple[str, str]) -> list[Any]:
+    """``reader`` reads ``name`` through a new Q/DQ pair with ``params`` (scale, zero point)."""
+    from onnx import helper
+
+    q_out, dq_out = f"{key}__rq", f"{key}__rdq"
+    reader.input[:] = [dq_out if i == name else i for i in reader.input]
+    return [helper.make_node("QuantizeLinear", [name, *params], [q_out], name=q_out),
+            helper.make_node("DequantizeLinear", [q_out, *params], [dq_out], name=dq_out)]
+
+
+def _insert_sorted(graph: Any, added: list[Any]) -> None:
+    """Add nodes and keep the node list topologically sorted (ONNX requires it)."""
+    nodes = list(graph.node) + added
+    producer = {o: n for n in nodes for o in n.output}
+    done: set[int] = set()
+    order: list[Any] = []
+
+    def visit(node: Any) -> None:
+        stack = [(node, False)]
+        while stack:
+            item, expanded = stack.pop()
+            if id(item) in done:
+                continue
+            if expanded:
+                done.add(id(item))
+                order.append(item)
+                continue
+            stack.append((item, True))
+            for name in item.input:
+                up = producer.get(name)
+                if up is not None and id(up) not in done:
+                    stack.append((up, False))
+
+    for node in nodes:
+        visit(node)
+    del graph.node[:]
+    graph.node.extend(order)
+
+
+def to_fp16(model: Any, nodes: set[str]) -> list[str]:
+    """Rewrite ``model`` in place: the float weights of ``nodes`` are stored as float16 with a
+    Cast to float32. Returns the nodes changed (float nodes of ``FP16_WEIGHT_OPS`` only)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = model.graph
+    inits = {i.name: i for i in graph.initializer}
+    changed, added = [], []
+    for node in graph.node:
+        if node.name not in nodes or node.op_type not in FP16_WEIGHT_OPS:
+            continue
+        for index, name in enumerate(node.input):
+            init = inits.get(name)
+            if init is None or init.data_type != TensorProto.FLOAT:
+                continue
+            values = numpy_helper.to_array(init)
+            if values.ndim < 2:
+                continue  # biases stay float32: they cost nothing and fp16 would only lose bits
+            half = f"{name}__fp16"
+            if half not in inits:
+                inits[half] = numpy_helper.from_array(values.astype(np.float16), half)
+                graph.initializer.append(inits[half])
+                added.append(helper.make_node("Cast", [half], [f"{name}__f32"], to=TensorProto.FLOAT,
+                                              name=f"{name}__cast"))
+            node.input[index] = f"{name}__f32"
+            changed.append(node.name)
+    read = {i for n in graph.node for i in n.input}
+    for name in {n.removesuffix("__f32") for n in read if n.endswith("__f32")}:
+        if name in inits and name not in read:
+            graph.initializer.remove(inits[name])  # the float32 copy nobody reads any more
+    _insert_sorted(graph, added)
+    return sorted(set(changed))
+
+
+def layer_precisions(model: Any) -> list[dict[str, str]]:
+    """Each compute node of a final QDQ graph with the precision it runs in.
+
+    int8 / int16: its activation inputs come from DequantizeLinear of that integer type;
+    fp16: a weight comes through a Cast from a float16 constant; float otherwise."""
+    from onnx import TensorProto
+
+    graph = model.graph
+    producer, _ = _maps(graph)
+    inits = {i.name: i for i in graph.initializer}
+    layers = []
+    for node in graph.node:
+        if node.op_type in _QDQ or node.op_type in ("Cast", "Constant") or node.name.endswith("__relu"):
+            continue  # the Relu to_int16 restored is part of its producer's layer
+        kinds = set()
+        for name in node.input:
+            up = producer.get(name)
+            if up is None:
+                continue
+            if up.op_type == "DequantizeLinear" and up.input[0] not in inits:
+                zero = inits.get(up.input[2]) if len(up.input) > 2 and up.input[2] else None
+                kinds.add("int16" if zero is not None and zero.data_type == TensorProto.INT16 else "int8")
+            elif up.op_type == "Cast" and up.input[0] in inits and \
+                    inits[up.input[0]].data_type == TensorProto.FLOAT16:
+                kinds.add("fp16")
+        precision = ("int16" if "int16" in kinds else "int8" if "int8" in kinds
+                     else "fp16" if "fp16" in kinds else "float")
+        layers.append({"name": node.name or node.output[0], "op": node.op_type, "precision": precision})
+    return layers
+
+
+def apply(path: Any, int16: set[str], fp16: set[str]) -> dict[str, list[str]]:
+    """Rewrite the QDQ model file at ``path`` in place; what each rung changed."""
+    import onnx
+
+    if not int16 and not fp16:
+        return {"int16": [], "fp16": []}
+    model = onnx.load(str(path))
+    done = {"int16": to_int16(model, set(int16)), "fp16": to_fp16(model, set(fp16))}
+    onnx.save(model, str(path))
+    return done

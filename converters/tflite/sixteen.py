@@ -1,0 +1,42 @@
+"""16x8 mode: int16 activations with int8 weights, as LiteRT's 16x8 kernels take them.
+
+LiteRT's 16x8 quantization spec: activations int16, symmetric (zero point 0); weights int8
+symmetric per channel as in int8 mode; biases int64 at scale input x weight (a 16-bit by 8-bit
+product summed over a whole window overflows int32). The QDQ graph says where: a tensor whose
+QuantizeLinear has an int16 zero point (``converters/stages/precision.py`` writes them). A node
+on int16 tensors is written with its integer kernel only for the ops below, whose LiteRT
+kernels take int16 inputs and outputs with free scales; any other op on int16 tensors runs
+float between DEQUANTIZE and QUANTIZE (both have int16 kernels), and is listed as a float op.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+INT16_MIN, INT16_MAX = -32768, 32767
+# ONNX op types written on a 16x8 / int16 LiteRT kernel (CONV_2D, DEPTHWISE_CONV_2D,
+# FULLY_CONNECTED, ADD, MAX_POOL_2D, AVERAGE_POOL_2D, MEAN, RESHAPE, TRANSPOSE, CONCATENATION)
+INT16_KERNELS = frozenset({"Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool",
+                           "GlobalAveragePool", "Relu", "Reshape", "Flatten", "Transpose",
+                           "Concat", "Squeeze", "Unsqueeze"})
+
+
+def is_int16_zero(zero_point: np.ndarray) -> bool:
+    return np.asarray(zero_point).dtype == np.int16
+
+
+def bias_int64(bias: np.ndarray | None, bias_scale: np.ndarray | None, input_scale: float,
+               weight_scale: np.ndarray, channels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Int64 bias at scale input x weight per channel (float32 products, as LiteRT checks).
+
+    ``bias`` is int32 at ``bias_scale`` (onnxruntime's int8-mode bias, whose scale used the
+    int8 input step) or float (``bias_scale`` None); either way its real value is requantized."""
+    want = np.broadcast_to((np.float32(input_scale) * np.asarray(weight_scale, np.float32))
+                           .astype(np.float32), (channels,)).astype(np.float32)
+    if bias is None:
+        return np.zeros(channels, np.int64), want
+    real = np.asarray(bias, np.float64).reshape(-1)
+    if bias_scale is not None:
+        real = real * np.broadcast_to(np.asarray(bias_scale, np.float64).reshape(-1), (channels,))
+    q = np.rint(real / want.astype(np.float64))
+    return np.clip(q, -(2**62), 2**62).astype(np.int64), want
