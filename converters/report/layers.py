@@ -88,6 +88,11 @@ def precision(node: Any, producers: Mapping[str, Any], types: Mapping[str, int])
         return "int16" if "int16" in widths else "int8"
     if any(types.get(name) == TensorProto.FLOAT16 for name in [*inputs, node.output[0]]):
         return "fp16"
+    # the fp16 rung (stages/precision.py): float16 weights read through a Cast to float
+    casts = [producers.get(name) for name in inputs[1:]]
+    if any(c is not None and c.op_type == "Cast" and types.get(c.input[0]) == TensorProto.FLOAT16
+           for c in casts):
+        return "fp16"
     return "float"
 
 

@@ -155,7 +155,9 @@ class Package(Stage):
         tflite_float = {o.get("name") for m in ctx.models if m["format"] == "tflite"
                         for o in m.get("float_ops") or []}
         for record in records:
-            if record["name"] in tflite_float and record["precision"] != "float":
+            # an fp16 layer is a float op in the .tflite too (FLOAT16 weights + DEQUANTIZE,
+            # converters/tflite/fp16.py): the same precision in both formats
+            if record["name"] in tflite_float and record["precision"] not in ("float", "fp16"):
                 also = ", the .onnx runs it " + record["precision"] if "onnx" in ctx.formats else ""
                 record.update(precision="float", reason="the .tflite runs it float (no integer "
                               f"kernel in the writer for it{also})")

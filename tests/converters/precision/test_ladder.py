@@ -38,7 +38,7 @@ def test_manifest_layers_are_typed(digits_artifact):
     layers = Manifest.from_dict(raw).layers
     assert layers and {entry.precision for entry in layers} <= {"int8", "float"}
     bad = {**raw, "layers": [{"name": "conv", "op": "Conv", "precision": "int4"}]}
-    with pytest.raises(ArtifactError, match=r"layers\[0\]\.precision must be one of float, fp16, int16, int8, got .int4."):
+    with pytest.raises(ArtifactError, match=r"layers\[0\]\.precision must be one of int8, int16, fp16, float, got .int4."):
         Manifest.from_dict(bad)
 
 
