@@ -22,7 +22,8 @@ from edgekit.targets import Profile
 from edgekit.errors import UserError
 from edgekit.tempfiles import new_entry, private_root
 
-CALIBRATION_METHODS = ("minmax", "percentile", "entropy")
+# "pertensor": per tensor, whichever of the other three ranges quantizes its values best
+CALIBRATION_METHODS = ("minmax", "percentile", "entropy", "pertensor")
 FORMATS = ("onnx", "tflite")
 
 
@@ -44,6 +45,8 @@ class BuildConfig:
     formats: list[str] | None = None  # None: the profile's preferred format
     activation_type: str | None = None  # None: the profile's
     per_channel: bool = True
+    equalize: bool = True  # cross-layer equalization of conv -> relu -> depthwise pairs
+    bias_correct: bool = True  # empirical bias correction of the int8 model, kept if it pays
     strict_int8: bool = False
     test_vectors: int = 4
     seed: int = 0

@@ -154,7 +154,8 @@ def rebuild(ctx: BuildContext, method: str, nodes: list[str], k: int) -> Path:
     sub.ranges = {method: ctx.ranges[method]}
     sub.candidates = {}
     step = Quantize()
-    step.config = QuantizeConfig(tuple(sorted(set(ctx.config.keep_float) | set(nodes))), ctx.config.per_channel)
+    step.config = QuantizeConfig(tuple(sorted(set(ctx.config.keep_float) | set(nodes))), ctx.config.per_channel,
+                                 ctx.config.bias_correct)
     step.run(sub)
     return sub.candidates[method]
 

@@ -64,14 +64,21 @@ class Calibrate(Stage):
     Config = CalibrateConfig
     config: CalibrateConfig
     requires = frozenset({"calib", "float_path", "inputs"})
-    provides = frozenset({"ranges"})
+    provides = frozenset({"quantization", "ranges"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.choices: dict[str, int] = {}
 
     def configure(self, ctx: BuildContext) -> CalibrateConfig:
         return CalibrateConfig(tuple(methods_for(ctx.config.method)))
 
     def params(self, ctx: BuildContext) -> dict[str, Any]:
-        return {"methods": sorted(ctx.ranges), "samples": len(ctx.calib) if ctx.calib else 0,
-                "chunk": CHUNK_SAMPLES, "entropy": ENTROPY_OPTIONS, "percentile": PERCENTILE_OPTIONS}
+        params = {"methods": sorted(ctx.ranges), "samples": len(ctx.calib) if ctx.calib else 0,
+                  "chunk": CHUNK_SAMPLES, "entropy": ENTROPY_OPTIONS, "percentile": PERCENTILE_OPTIONS}
+        if self.choices:
+            params["pertensor_choices"] = self.choices  # tensors whose range each method gave
+        return params
 
     def run(self, ctx: BuildContext) -> None:
         from onnxruntime.quantization import CalibrationMethod
@@ -87,7 +94,10 @@ class Calibrate(Stage):
             "percentile": (CalibrationMethod.Percentile, {**PERCENTILE_OPTIONS, "symmetric": symmetric}),
             "entropy": (CalibrationMethod.Entropy, {**ENTROPY_OPTIONS, "symmetric": symmetric}),
         }
-        for method in self.config.methods:
+        computed: dict[str, object] = {}  # method -> ORT TensorsData (pertensor reuses them)
+        asked = list(self.config.methods)
+        needed = [m for m in ("minmax", "percentile", "entropy") if m in asked or "pertensor" in asked]
+        for method in needed:
             enum, extra = options[method]
             # ORT's calibrators print progress lines to stdout; ours is the tqdm bar below.
             quiet = contextlib.redirect_stdout(io.StringIO())
@@ -109,6 +119,30 @@ class Calibrate(Stage):
             path = ctx.workdir / f"ranges-{method}.json"
             with contextlib.redirect_stdout(io.StringIO()):
                 ranges = calibrator.compute_data()
-            save_tensors_data(ranges, path)
-            ctx.ranges[method] = path
+            computed[method] = ranges
+            if method in asked:
+                save_tensors_data(ranges, path)
+                ctx.ranges[method] = path
             del calibrator
+        if "pertensor" in asked:
+            self._per_tensor(ctx, computed, batched, symmetric)
+
+    def _per_tensor(self, ctx: BuildContext, computed: dict[str, object], batched: bool,
+                    symmetric: bool) -> None:
+        """Each tensor's range from the method that quantizes its values best (range_choice.py)."""
+        from onnxruntime.quantization.calibrate import save_tensors_data
+
+        from .range_choice import combine, sample_values
+
+        data = ctx.calib
+        tensors = list(computed["minmax"].keys())  # type: ignore[attr-defined]
+        chunks = (f for s in range(0, len(data), CHUNK_SAMPLES)
+                  for f in feeds(data, batched, s, min(s + CHUNK_SAMPLES, len(data))))
+        sampled = sample_values(ctx.float_path, tensors, chunks, ctx.config.seed)
+        ranges, wins = combine(computed, sampled, symmetric)
+        path = ctx.workdir / "ranges-pertensor.json"
+        save_tensors_data(ranges, path)
+        ctx.ranges["pertensor"] = path
+        self.choices = wins
+        ctx.quantization["pertensor_choices"] = wins
+        ctx.report("  per-tensor ranges: " + ", ".join(f"{m} {n}" for m, n in wins.items()) + " tensor(s)")

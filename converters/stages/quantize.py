@@ -23,6 +23,7 @@ from ..pipeline import Stage, StageConfig
 class QuantizeConfig(StageConfig):
     keep_float: tuple[str, ...] = ()  # node names left float (the accuracy guard's plan)
     per_channel: bool = True
+    bias_correct: bool = True  # empirical bias correction (stages/bias_correct.py), kept if it pays
 
 
 @contextlib.contextmanager
@@ -78,7 +79,8 @@ class Quantize(Stage):
         self.used: dict[str, Any] = {}
 
     def configure(self, ctx: BuildContext) -> QuantizeConfig:
-        return QuantizeConfig(tuple(ctx.config.keep_float), ctx.config.per_channel)
+        return QuantizeConfig(tuple(ctx.config.keep_float), ctx.config.per_channel,
+                              ctx.config.bias_correct)
 
     def params(self, ctx: BuildContext) -> dict[str, Any]:
         return self.used
@@ -92,7 +94,8 @@ class Quantize(Stage):
         )
 
         enums = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
-                 "entropy": CalibrationMethod.Entropy}
+                 "entropy": CalibrationMethod.Entropy,
+                 "pertensor": CalibrationMethod.MinMax}  # its ranges come from the cache file
         activation = QuantType.QUInt8 if ctx.activation_type == "uint8" else QuantType.QInt8
         keep_float = list(self.config.keep_float)
         keep_float += [c for c in self._split_packed(ctx) if c not in keep_float]
@@ -104,6 +107,7 @@ class Quantize(Stage):
         # x86 without VNNI saturates 8-bit weights in onnxruntime's fused kernels (edgekit/cpu.py):
         # a model that will run on this very CPU gets 7-bit weights, as onnxruntime's docs advise.
         reduce_range = runs_here(ctx) and u8s8_saturates()
+        corrections: dict[str, dict[str, Any]] = {}
         for method, ranges in ctx.ranges.items():
             out = ctx.workdir / f"int8-{method}.onnx"
             with ort_quantization_quiet():
@@ -115,8 +119,13 @@ class Quantize(Stage):
                     extra_options=extra_options, calibration_cache_path=str(ranges),
                     reduce_range=reduce_range,
                 )
+            if self.config.bias_correct:
+                from .bias_correct import correct_if_it_pays
+
+                corrections[method] = correct_if_it_pays(out, ctx.float_path, ctx.calib)
             ctx.candidates[method] = out
-        self.used = {"format": "QDQ", "per_channel": per_channel,
+        self.used = {"bias_correction": corrections, "calibration_samples": len(ctx.calib),
+                     "format": "QDQ", "per_channel": per_channel,
                      "activation_type": ctx.activation_type, "weight_type": "int8",
                      "keep_float": keep_float, "extra_options": extra_options,
                      "reduce_range": reduce_range}
