@@ -47,6 +47,7 @@ class BuildConfig:
     per_channel: bool = True
     equalize: bool = True  # cross-layer equalization of conv -> relu -> depthwise pairs
     bias_correct: bool = True  # empirical bias correction of the int8 model, kept if it pays
+    adaround: float = 0.0  # seconds AdaRound may learn weight rounding per candidate; 0: off
     strict_int8: bool = False
     test_vectors: int = 4
     seed: int = 0

@@ -30,6 +30,10 @@ def ptq_line(q: dict[str, Any]) -> str:
     if eq.get("pairs") or eq.get("skipped_clip"):
         parts.append(f"equalized {eq.get('pairs', 0)} conv pair(s)"
                      + (f" ({eq['skipped_clip']} Relu6 pairs left)" if eq.get("skipped_clip") else ""))
+    ada = (q.get("adaround") or {}).get(q.get("method", ""), {})
+    if ada.get("layers"):
+        parts.append(f"AdaRound on {ada['layers']}/{ada['of']} layers {'kept' if ada.get('kept') else 'dropped'} "
+                     f"(output MSE {ada['output_mse_before']:.3g} -> {ada['output_mse_after']:.3g})")
     bc = (q.get("bias_correction") or {}).get(q.get("method", ""), {})
     if bc.get("layers"):
         parts.append(f"bias correction {'kept' if bc.get('kept') else 'dropped'} (output MSE "

@@ -63,6 +63,7 @@ def run(ctx: click.Context, source: str, **options: Any) -> None:
                        calib_samples=o["calib_samples"], formats=fmt,
                        strict_int8=o["strict_int8"], preprocess=preprocess,
                        equalize=o["equalize"], bias_correct=o["bias_correct"],
+                       adaround=o["adaround"],
                        activation_type=o["activation_type"], quiet=quiet, **torch_options)
     if o["save_config"]:
         save_config(ctx, o["save_config"])

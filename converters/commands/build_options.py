@@ -83,6 +83,9 @@ QUANTIZATION = [
                  help="Cross-layer equalization of conv -> relu -> depthwise conv pairs."),
     click.Option(["--bias-correct/--no-bias-correct"], default=True, show_default=True,
                  help="Empirical bias correction of the int8 weights (kept only if it pays)."),
+    click.Option(["--adaround"], type=click.FloatRange(0), default=0.0, show_default=True,
+                 metavar="SECONDS", help="Learn each weight's rounding (AdaRound) for at most this "
+                 "long per candidate; kept only if it pays (0: off)."),
     click.Option(["--prune", "prune"], type=float, metavar="RATIO",
                  help="Prune this share of channels (torch) or weights (ONNX), e.g. 0.3."),
 ]

@@ -155,7 +155,7 @@ def rebuild(ctx: BuildContext, method: str, nodes: list[str], k: int) -> Path:
     sub.candidates = {}
     step = Quantize()
     step.config = QuantizeConfig(tuple(sorted(set(ctx.config.keep_float) | set(nodes))), ctx.config.per_channel,
-                                 ctx.config.bias_correct)
+                                 ctx.config.bias_correct, ctx.config.adaround)
     step.run(sub)
     return sub.candidates[method]
 

@@ -24,6 +24,7 @@ class QuantizeConfig(StageConfig):
     keep_float: tuple[str, ...] = ()  # node names left float (the accuracy guard's plan)
     per_channel: bool = True
     bias_correct: bool = True  # empirical bias correction (stages/bias_correct.py), kept if it pays
+    adaround: float = 0.0  # seconds for AdaRound (stages/adaround.py) per candidate; 0: off
 
 
 @contextlib.contextmanager
@@ -80,7 +81,7 @@ class Quantize(Stage):
 
     def configure(self, ctx: BuildContext) -> QuantizeConfig:
         return QuantizeConfig(tuple(ctx.config.keep_float), ctx.config.per_channel,
-                              ctx.config.bias_correct)
+                              ctx.config.bias_correct, ctx.config.adaround)
 
     def params(self, ctx: BuildContext) -> dict[str, Any]:
         return self.used
@@ -108,6 +109,7 @@ class Quantize(Stage):
         # a model that will run on this very CPU gets 7-bit weights, as onnxruntime's docs advise.
         reduce_range = runs_here(ctx) and u8s8_saturates()
         corrections: dict[str, dict[str, Any]] = {}
+        rounded: dict[str, dict[str, Any]] = {}
         for method, ranges in ctx.ranges.items():
             out = ctx.workdir / f"int8-{method}.onnx"
             with ort_quantization_quiet():
@@ -119,12 +121,18 @@ class Quantize(Stage):
                     extra_options=extra_options, calibration_cache_path=str(ranges),
                     reduce_range=reduce_range,
                 )
+            if self.config.adaround > 0:  # before bias correction, which then sees its rounding
+                from .adaround import adaround
+
+                rounded[method] = adaround(out, ctx.float_path, ctx.calib, self.config.adaround,
+                                           quiet=ctx.config.quiet)
             if self.config.bias_correct:
                 from .bias_correct import correct_if_it_pays
 
                 corrections[method] = correct_if_it_pays(out, ctx.float_path, ctx.calib)
             ctx.candidates[method] = out
         self.used = {"bias_correction": corrections, "calibration_samples": len(ctx.calib),
+                     **({"adaround": rounded} if rounded else {}),
                      "format": "QDQ", "per_channel": per_channel,
                      "activation_type": ctx.activation_type, "weight_type": "int8",
                      "keep_float": keep_float, "extra_options": extra_options,

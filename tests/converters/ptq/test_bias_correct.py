@@ -1,4 +1,4 @@
-"""Empirical bias correction removes the mean output shift that biased weight rounding causes."""
+"""Empirical bias correction and AdaRound remove the output error that biased weight rounding causes."""
 
 from __future__ import annotations
 
@@ -38,3 +38,17 @@ def test_bias_correction_reduces_the_mean_output_error(tmp_path: Path) -> None:
     assert report["output_mse_after"] < report["output_mse_before"]
     assert shift_before > 0.01  # 15 weights rounded down by 0.4 steps, inputs ~0.5: ~0.024
     assert shift_after < shift_before / 4
+
+
+def test_adaround_learns_a_rounding_with_less_output_error(tmp_path: Path) -> None:
+    from edgekit.converters.stages.adaround import adaround
+
+    x = np.random.default_rng(0).random((32, 16, 4, 4)).astype(np.float32)
+    float_path, int8_path = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    onnx.save(biased_conv(), str(float_path))
+    quantize_static(str(float_path), str(int8_path), _Reader(x), quant_format=QuantFormat.QDQ,
+                    per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    extra_options={"WeightSymmetric": True})
+    report = adaround(int8_path, float_path, Dataset({"input": x}), seconds=60, steps=60)
+    assert report["layers"] == 1 and report["kept"]
+    assert report["output_mse_after"] < report["output_mse_before"] / 2
