@@ -44,3 +44,16 @@ def biased_conv(cin: int = 16, cout: int = 4) -> onnx.ModelProto:
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, cout, 4, 4])],
         [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def random_conv(cin: int = 16, cout: int = 8, seed: int = 0) -> onnx.ModelProto:
+    """input [1,cin,4,4] -> 3x3 Conv with random weights and biases (padding 1)."""
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=(cout, cin, 3, 3)).astype(np.float32)
+    b = rng.normal(size=cout).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["input", "w", "b"], ["output"], name="conv", pads=[1, 1, 1, 1])], "round",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, cin, 4, 4])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, cout, 4, 4])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
