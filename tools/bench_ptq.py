@@ -18,7 +18,7 @@ unfused on x86 without VNNI, whose fused U8S8 kernels saturate), on the 797 test
 quantizer saw. Columns: cosine with the float model's logits (mean per sample), top-1
 agreement with float, accuracy against the labels, and the worst layer's SQNR: over every
 tensor the float and int8 graphs share (computed from int8 inputs and weights, before the
-tensor's own rounding), the lowest 10 log10(signal/noise) in dB, against the float model the
+tensor's own rounding; made by the same op in both), the lowest 10 log10(signal/noise) in dB, against the float model the
 quantizer started from (for edgekit PTQ, the equalized one: equalization rescales channels).
 """
 
@@ -83,6 +83,7 @@ def ort_int8(src: Path, calib: np.ndarray, work: Path) -> tuple[Path, Path]:
         def get_next(self):  # noqa: ANN202 - onnxruntime's interface
             return next(self.items, None)
 
+    work.mkdir(parents=True, exist_ok=True)
     pre, out = work / "ort.pre.onnx", work / "ort.int8.onnx"
     quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)
     quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ,
@@ -105,9 +106,10 @@ def worst_layer_sqnr(float_path: Path, int8_path: Path, x: np.ndarray) -> tuple[
     from edgekit.converters.runner import session
 
     f_model, q_model = onnx.load(str(float_path)), onnx.load(str(int8_path))
-    q_out = {o for n in q_model.graph.node if n.op_type not in ("QuantizeLinear", "DequantizeLinear")
-             for o in n.output}
-    shared = [o for n in f_model.graph.node for o in n.output if o in q_out]
+    # the same tensor made by the same op: onnxruntime's QDQ drops a Relu after a Conv (the
+    # uint8 range clips it) and the Conv then writes the Relu's name, pre-activation values
+    q_op = {o: n.op_type for n in q_model.graph.node for o in n.output}
+    shared = [o for n in f_model.graph.node for o in n.output if q_op.get(o) == n.op_type]
     values = []
     for model, exact in ((f_model, False), (q_model, True)):
         del model.graph.output[:]
@@ -132,6 +134,11 @@ def row(label: str, float_path: Path, int8_path: Path, reference: np.ndarray, x:
             "accuracy": float((q.argmax(1) == y).mean()), "worst_sqnr": sqnr, "worst_layer": layer}
 
 
+def show(name: str, r: dict[str, Any]) -> None:
+    print(f"| {name} | {r['quantizer']} | {r['cosine']:.5f} | {r['agreement']:.2%} | {r['accuracy']:.2%} | "
+          f"{r['worst_sqnr']:.1f} | {r.get('note', '')} |", flush=True)
+
+
 def bench(name: str, calib_count: int, work: Path) -> list[dict[str, Any]]:
     x_train, _, x_test, y_test = nets.digits_32()
     calib = x_train[np.random.default_rng(1).permutation(len(x_train))[:calib_count]]
@@ -140,16 +147,20 @@ def bench(name: str, calib_count: int, work: Path) -> list[dict[str, Any]]:
     rows = [{"quantizer": "float", "cosine": 1.0, "agreement": 1.0,
              "accuracy": float((reference.argmax(1) == y_test).mean()), "worst_sqnr": float("inf"),
              "worst_layer": "-"}]
+    show(name, rows[-1])
     plain_float, plain_q, _ = edgekit_int8(src, calib, work / "plain", method="minmax",
                                            equalize=False, bias_correct=False)
     rows.append(row("edgekit min-max", plain_float, plain_q, reference, x_test, y_test))
+    show(name, rows[-1])
     ptq_float, ptq_q, quant = edgekit_int8(src, calib, work / "ptq", method="auto")
     rows.append(row("edgekit PTQ", ptq_float, ptq_q, reference, x_test, y_test))
     bc = (quant.get("bias_correction") or {}).get(quant.get("method"), {})
     rows[-1]["note"] = (f"method {quant.get('method')}, CLE pairs {(quant.get('equalization') or {}).get('pairs', 0)}, "
                         f"bias corr. {'kept' if bc.get('kept') else 'dropped'}")
+    show(name, rows[-1])
     peer_float, peer_q = ort_int8(src, calib, work / "ort")
     rows.append(row("onnxruntime U8S8", peer_float, peer_q, reference, x_test, y_test))
+    show(name, rows[-1])
     return rows
 
 
@@ -171,9 +182,6 @@ def main(argv: list[str] | None = None) -> int:
         began = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="bench-ptq-") as tmp:
             rows = bench(name, args.calib, Path(tmp))
-        for r in rows:
-            print(f"| {name} | {r['quantizer']} | {r['cosine']:.5f} | {r['agreement']:.2%} | {r['accuracy']:.2%} | "
-                  f"{r['worst_sqnr']:.1f} | {r.get('note', '')} |")
         ours, peer = rows[2], rows[3]
         verdict = all(ours[k] >= peer[k] for k in ("cosine", "agreement", "accuracy", "worst_sqnr"))
         print(f"<!-- {name}: edgekit PTQ >= onnxruntime on every metric: {verdict}; "
