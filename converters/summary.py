@@ -64,7 +64,8 @@ def summary_lines(result: Any) -> list[str]:
             parts.append(f"top-1 agreement {val['top1_agreement']:.2%}")
         if "accuracy_int8" in val:
             parts.append(f"accuracy {val['accuracy_float']:.2%} float -> {val['accuracy_int8']:.2%} int8")
-        where = ("samples drawn from the calibration data (pass --val to hold some out)" if val.get("in_calibration_set")
+        shared = val.get("in_calibration_set") or 0
+        where = (f"samples ({shared} also calibrated: pass --val to hold all out)" if shared
                  else "held-out samples")
         lines.append(f"  validation on {val.get('samples')} {where}: " + ", ".join(parts))
         metric = val.get("metric")

@@ -2,7 +2,8 @@
 
 Every calibration sample calibrates the shipped model. Without ``--val`` a seeded half of the
 calibration data also serves as the validation set that chooses among methods and reports
-(``val_in_calib`` in the manifest says so); nothing is silently dropped from calibration.
+(the manifest's ``calibration.validation_also_calibrated`` counts the samples both sets hold);
+nothing is silently dropped from calibration.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class LoadData(Stage):
             "val": describe_source(ctx.config.val) if has_data(ctx.config.val)
             else "split of calib",
             "val_samples": len(ctx.val) if ctx.val else 0,
-            "val_in_calib": not has_data(ctx.config.val) and bool(ctx.calib) and not ctx.calib.synthetic,
+            "val_in_calib": (ctx.extra_manifest.get("calibration") or {}).get("validation_also_calibrated", 0),
             "labels": bool(ctx.val is not None and ctx.val.labels is not None),
         }
         if ctx.extra_manifest.get("preprocess"):
@@ -82,10 +83,15 @@ class LoadData(Stage):
         else:
             ctx.calib, val = split(calib, config.calib_samples, config.seed)
         ctx.val = val.take(slice(0, config.val_samples))
+        # split() puts the shared samples first in the validation half
+        shared = (0 if has_data(config.val) or calib.synthetic
+                  else max(0, min(len(ctx.calib) - len(calib) // 2, len(ctx.val))))
+        ctx.extra_manifest["calibration"] = {"samples": len(ctx.calib), "validation_samples": len(ctx.val),
+                                             "validation_also_calibrated": shared}
         check_calibration_size(ctx.calib, ctx.warn)
         if hasattr(calib, "class_names"):
             ctx.extra_manifest["labels"] = calib.class_names
-        inside = "" if has_data(config.val) or calib.synthetic else ", a half of the calibration set"
+        inside = f", {shared} of them also calibrate" if shared else ""
         ctx.report(f"  calibration: {len(ctx.calib)} samples (all calibrate), validation: {len(ctx.val)} samples "
                    f"({'labelled' if ctx.val.labels is not None else 'unlabelled'}{inside})"
                    + (" [synthetic]" if calib.synthetic else ""))

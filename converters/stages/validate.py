@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from ..context import BuildContext
-from ..data import has_data
 from ..pipeline import Stage
 from ..qdq import float_nodes, input_quantization, output_quantization
 from ..task_accuracy import BuildMetric, Scorer, TaskScore
@@ -50,8 +49,8 @@ def record_choice(ctx: BuildContext, path: Path, method: str, metrics: dict[str,
     ctx.validation = {
         "samples": len(ctx.val),
         "calibration_samples": len(ctx.calib) if ctx.calib is not None else 0,
-        # without --val the validation half is part of the calibration set (stages/data.py)
-        "in_calibration_set": not has_data(ctx.config.val) and not ctx.val.synthetic,
+        # without --val the validation half may share samples with calibration (stages/data.py)
+        "in_calibration_set": (ctx.extra_manifest.get("calibration") or {}).get("validation_also_calibrated", 0),
         "source": ctx.val.source,
         "verified": not ctx.val.synthetic,
         "method": method,
