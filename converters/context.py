@@ -23,7 +23,8 @@ from edgekit.targets import Profile
 from edgekit.errors import UserError
 from edgekit.tempfiles import new_entry, private_root
 
-CALIBRATION_METHODS = ("minmax", "percentile", "entropy")
+# "pertensor": per tensor, whichever of the other three ranges quantizes its values best
+CALIBRATION_METHODS = ("minmax", "percentile", "entropy", "pertensor")
 FORMATS = ("onnx", "tflite")
 # integer options and their least value (a count of -5 samples is a mistake, not "all")
 COUNTS = {"calib_samples": 1, "val_samples": 1, "test_vectors": 0, "seed": 0,
@@ -48,6 +49,9 @@ class BuildConfig:
     formats: list[str] | None = None  # None: the profile's preferred format
     activation_type: str | None = None  # None: the profile's
     per_channel: bool = True
+    equalize: bool = True  # cross-layer equalization of conv -> relu -> depthwise pairs
+    bias_correct: bool = True  # empirical bias correction of the int8 model, kept if it pays
+    adaround: float = 0.0  # seconds AdaRound may learn weight rounding per candidate; 0: off
     strict_int8: bool = False
     test_vectors: int = 4
     seed: int = 0

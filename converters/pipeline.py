@@ -35,6 +35,7 @@ STAGES: dict[str, str] = {
     "prune": "edgekit.converters.stages.prune:Prune",
     "prepare": "edgekit.converters.stages.prepare:Prepare",
     "check_export": "edgekit.converters.stages.check_export:CheckExport",
+    "equalize": "edgekit.converters.stages.equalize:Equalize",
     "calibrate": "edgekit.converters.stages.calibrate:Calibrate",
     "quantize": "edgekit.converters.stages.quantize:Quantize",
     "validate": "edgekit.converters.stages.validate:Validate",

@@ -21,6 +21,28 @@ def max_error_text(manifest: dict[str, Any]) -> str:
     return text + ")"
 
 
+def ptq_line(q: dict[str, Any]) -> str:
+    """Calibration size and what each post-training technique did (issue 15)."""
+    parts = []
+    if q.get("calibration_samples"):
+        parts.append(f"calibrated on {q['calibration_samples']} samples")
+    eq = q.get("equalization") or {}
+    if eq.get("pairs") or eq.get("skipped_clip"):
+        parts.append(f"equalized {eq.get('pairs', 0)} conv pair(s)"
+                     + (f" ({eq['skipped_clip']} Relu6 pairs left)" if eq.get("skipped_clip") else ""))
+    ada = (q.get("adaround") or {}).get(q.get("method", ""), {})
+    if ada.get("layers"):
+        parts.append(f"AdaRound on {ada['layers']}/{ada['of']} layers {'kept' if ada.get('kept') else 'dropped'} "
+                     f"(output MSE {ada['output_mse_before']:.3g} -> {ada['output_mse_after']:.3g})")
+    bc = (q.get("bias_correction") or {}).get(q.get("method", ""), {})
+    if bc.get("layers"):
+        parts.append(f"bias correction {'kept' if bc.get('kept') else 'dropped'} (output MSE "
+                     f"{bc['output_mse_before']:.3g} -> {bc['output_mse_after']:.3g})")
+    if q.get("pertensor_choices") and q.get("method") == "pertensor":
+        parts.append("ranges per tensor: " + ", ".join(f"{m} {n}" for m, n in q["pertensor_choices"].items()))
+    return "  post-training: " + "; ".join(parts) if parts else ""
+
+
 def summary_lines(result: Any) -> list[str]:
     m = result.manifest
     sizes = m.get("sizes", {})
@@ -42,7 +64,10 @@ def summary_lines(result: Any) -> list[str]:
             parts.append(f"top-1 agreement {val['top1_agreement']:.2%}")
         if "accuracy_int8" in val:
             parts.append(f"accuracy {val['accuracy_float']:.2%} float -> {val['accuracy_int8']:.2%} int8")
-        lines.append(f"  validation on {val.get('samples')} held-out samples: " + ", ".join(parts))
+        shared = val.get("in_calibration_set") or 0
+        where = (f"samples ({shared} also calibrated: pass --val to hold all out)" if shared
+                 else "held-out samples")
+        lines.append(f"  validation on {val.get('samples')} {where}: " + ", ".join(parts))
         metric = val.get("metric")
         if isinstance(metric, dict) and "score" in metric:
             lines.append(f"  task metric {metric['name']} ({metric.get('reason', '')}): {metric['score']:.4g} "
@@ -66,6 +91,9 @@ def summary_lines(result: Any) -> list[str]:
             counts[la["precision"]] = counts.get(la["precision"], 0) + 1
         lines.append(f"  layers: {', '.join(f'{n} {p}' for p, n in counts.items())}; worst output "
                      f"SQNR {worst['sqnr_db']:.1f} dB at {worst['name']} (edgekit inspect --layers)")
+    ptq = ptq_line(m["quantization"])
+    if ptq:
+        lines.append(ptq)
     for packed in m["quantization"].get("packed_outputs") or []:
         lines.append(f"  {packed['line']}")
     guard = m.get("accuracy_guard") or {}

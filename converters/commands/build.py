@@ -83,6 +83,7 @@ def build_kwargs(ctx: click.Context, options: dict[str, Any]) -> dict[str, Any]:
     return dict(target=o["target"], calib=o["calib"], output=o["output"], val=o["val"],
                 method=method, calib_samples=o["calib_samples"], formats=fmt,
                 strict_int8=o["strict_int8"], preprocess=preprocess,
+                equalize=o["equalize"], bias_correct=o["bias_correct"], adaround=o["adaround"],
                 activation_type=o["activation_type"], quiet=o["quiet"], **torch_options)
 
 

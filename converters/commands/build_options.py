@@ -56,7 +56,7 @@ CALIBRATION = [
     click.Option(["--calib-samples"], default=256, show_default=True, type=click.IntRange(1),
                  help="Calibration samples to use at most; the rest of --calib validates."),
     click.Option(["--method"], default="minmax", show_default=True,
-                 type=click.Choice(["minmax", "percentile", "entropy", "auto"]),
+                 type=click.Choice(["minmax", "percentile", "entropy", "pertensor", "auto"]),
                  help="Calibration method; auto tries each and keeps the closest to float."),
     click.Option(["--preprocess", "preprocess_toml"], type=click.Path(exists=True, dir_okay=False),
                  help="TOML with image preprocessing keys (size, resize, color, layout, scale, "
@@ -79,6 +79,13 @@ QUANTIZATION = [
     click.Option(["--activation-type"], type=click.Choice(["uint8", "int8"]),
                  help="Activation integer type (default: the profile's)."),
     click.Option(["--strict-int8"], is_flag=True, help="Fail if any op would stay float."),
+    click.Option(["--equalize/--no-equalize"], default=True, show_default=True,
+                 help="Cross-layer equalization of conv -> relu -> depthwise conv pairs."),
+    click.Option(["--bias-correct/--no-bias-correct"], default=True, show_default=True,
+                 help="Empirical bias correction of the int8 weights (kept only if it pays)."),
+    click.Option(["--adaround"], type=click.FloatRange(0), default=0.0, show_default=True,
+                 metavar="SECONDS", help="Learn each weight's rounding (AdaRound) for at most this "
+                 "long per candidate; kept only if it pays (0: off)."),
     click.Option(["--prune", "prune"], type=float, metavar="RATIO",
                  help="Prune this share of channels (torch) or weights (ONNX), e.g. 0.3."),
 ]

@@ -195,7 +195,8 @@ def rebuild(ctx: BuildContext, method: str, nodes: list[str], k: int, rung: str 
     float_nodes = user | set(nodes) if rung == "float" else user
     step.config = QuantizeConfig(tuple(sorted(float_nodes)), ctx.config.per_channel,
                                  int16=tuple(sorted(nodes)) if rung == "int16" else (),
-                                 fp16=tuple(sorted(set(nodes) - user)) if rung == "fp16" else ())
+                                 fp16=tuple(sorted(set(nodes) - user)) if rung == "fp16" else (),
+                                 bias_correct=ctx.config.bias_correct, adaround=ctx.config.adaround)
     step.run(sub)
     return sub.candidates[method]
 

@@ -251,7 +251,8 @@ class Search:
             began = time.perf_counter()
             # the same prune and calibrate configs: the cache re-runs quantization only
             configs = {**best.configs,
-                       "quantize": QuantizeConfig(tuple(nodes_of(plan)), config.per_channel)}
+                       "quantize": QuantizeConfig(tuple(nodes_of(plan)), config.per_channel,
+                                                  config.bias_correct, config.adaround)}
             gctx = self.cache.run("quantize", configs)
             cand = self.evaluate(gctx, best.ratio, method, nodes_of(plan), began)
             cand.guard_plan = list(plan)

@@ -64,14 +64,21 @@ class Calibrate(Stage):
     Config = CalibrateConfig
     config: CalibrateConfig
     requires = frozenset({"calib", "float_path", "inputs"})
-    provides = frozenset({"ranges"})
+    provides = frozenset({"quantization", "ranges"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.choices: dict[str, int] = {}
 
     def configure(self, ctx: BuildContext) -> CalibrateConfig:
         return CalibrateConfig(tuple(methods_for(ctx.config.method)))
 
     def params(self, ctx: BuildContext) -> dict[str, Any]:
-        return {"methods": sorted(ctx.ranges), "samples": len(ctx.calib) if ctx.calib else 0,
-                "chunk": CHUNK_SAMPLES, "entropy": ENTROPY_OPTIONS, "percentile": PERCENTILE_OPTIONS}
+        params = {"methods": sorted(ctx.ranges), "samples": len(ctx.calib) if ctx.calib else 0,
+                  "chunk": CHUNK_SAMPLES, "entropy": ENTROPY_OPTIONS, "percentile": PERCENTILE_OPTIONS}
+        if self.choices:
+            params["pertensor_choices"] = self.choices  # tensors whose range each method gave
+        return params
 
     def run(self, ctx: BuildContext) -> None:
         from onnxruntime.quantization import CalibrationMethod
@@ -87,10 +94,13 @@ class Calibrate(Stage):
             "percentile": (CalibrationMethod.Percentile, {**PERCENTILE_OPTIONS, "symmetric": symmetric}),
             "entropy": (CalibrationMethod.Entropy, {**ENTROPY_OPTIONS, "symmetric": symmetric}),
         }
+        computed: dict[str, object] = {}  # method -> ORT TensorsData (pertensor reuses them)
+        asked = list(self.config.methods)
+        needed = [m for m in ("minmax", "percentile", "entropy") if m in asked or "pertensor" in asked]
         if ctx.config.executor != "local":
-            self._sharded(ctx, batched, {m: options[m][1] for m in self.config.methods})
-            return
-        for method in self.config.methods:
+            computed = self._sharded(ctx, batched, {m: options[m][1] for m in needed}, asked)
+            needed = []
+        for method in needed:
             enum, extra = options[method]
             # ORT's calibrators print progress lines to stdout; ours is the tqdm bar below.
             quiet = contextlib.redirect_stdout(io.StringIO())
@@ -112,12 +122,17 @@ class Calibrate(Stage):
             path = ctx.workdir / f"ranges-{method}.json"
             with contextlib.redirect_stdout(io.StringIO()):
                 ranges = calibrator.compute_data()
-            save_tensors_data(ranges, path)
-            ctx.ranges[method] = path
+            computed[method] = ranges
+            if method in asked:
+                save_tensors_data(ranges, path)
+                ctx.ranges[method] = path
             del calibrator
+        if "pertensor" in asked:
+            self._per_tensor(ctx, computed, batched, symmetric)
 
-    def _sharded(self, ctx: BuildContext, batched: bool, options: dict[str, dict[str, Any]]) -> None:
-        """The same ranges files, computed on shards of the data by the build's executor."""
+    def _sharded(self, ctx: BuildContext, batched: bool, options: dict[str, dict[str, Any]],
+                 asked: list[str]) -> dict[str, object]:
+        """The same ranges, computed on shards of the data by the build's executor."""
         from onnxruntime.quantization.calibrate import save_tensors_data
 
         from ..executor.shards import executor_for
@@ -125,8 +140,10 @@ class Calibrate(Stage):
 
         recipe = Recipe(ctx.float_path.read_bytes(), batched, CHUNK_SAMPLES, options)
         found = calibrate_sharded(executor_for(ctx.config.executor), recipe, ctx.calib,
-                                  list(self.config.methods), ctx.config.shards, ctx.config.quiet)
-        for method in self.config.methods:
-            path = ctx.workdir / f"ranges-{method}.json"
-            save_tensors_data(found[method], path)
-            ctx.ranges[method] = path
+                                  list(options), ctx.config.shards, ctx.config.quiet)
+        for method in options:
+            if method in asked:
+                path = ctx.workdir / f"ranges-{method}.json"
+                save_tensors_data(found[method], path)
+                ctx.ranges[method] = path
+        return dict(found)

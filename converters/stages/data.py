@@ -1,4 +1,10 @@
-"""Read calibration and validation data and split them (validation is held out from calibration)."""
+"""Read calibration and validation data.
+
+Every calibration sample calibrates the shipped model. Without ``--val`` a seeded half of the
+calibration data also serves as the validation set that chooses among methods and reports
+(the manifest's ``calibration.validation_also_calibrated`` counts the samples both sets hold);
+nothing is silently dropped from calibration.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ class LoadData(Stage):
             "val": data_label(ctx.config.val) if has_data(ctx.config.val)
             else "split of calib",
             "val_samples": len(ctx.val) if ctx.val else 0,
+            "val_in_calib": (ctx.extra_manifest.get("calibration") or {}).get("validation_also_calibrated", 0),
             "labels": bool(ctx.val is not None and ctx.val.labels is not None),
         }
         if ctx.extra_manifest.get("preprocess"):
@@ -76,16 +83,26 @@ class LoadData(Stage):
         else:
             ctx.calib, val = split(calib, config.calib_samples, config.seed)
         ctx.val = val.take(slice(0, config.val_samples))
+        # split() puts the shared samples first in the validation half
+        shared = (0 if has_data(config.val) or calib.synthetic
+                  else max(0, min(len(ctx.calib) - len(calib) // 2, len(ctx.val))))
+        ctx.extra_manifest["calibration"] = {"samples": len(ctx.calib), "validation_samples": len(ctx.val),
+                                             "validation_also_calibrated": shared}
         check_calibration_size(ctx.calib, ctx.warn)
         if hasattr(calib, "class_names"):
             ctx.extra_manifest["labels"] = calib.class_names
-        ctx.report(f"  calibration: {len(ctx.calib)} samples, validation: {len(ctx.val)} samples "
-                   f"({'labelled' if ctx.val.labels is not None else 'unlabelled'})"
+        inside = f", {shared} of them also calibrate" if shared else ""
+        ctx.report(f"  calibration: {len(ctx.calib)} samples (all calibrate), validation: {len(ctx.val)} samples "
+                   f"({'labelled' if ctx.val.labels is not None else 'unlabelled'}{inside})"
                    + (" [synthetic]" if calib.synthetic else ""))
 
 
 def split(data: Any, calib_samples: int, seed: int) -> tuple[Any, Any]:
-    """Shuffle once, give calibration at most half (and at most calib_samples), validate on the rest."""
+    """Shuffle once; calibrate on every sample (at most calib_samples), validate on a half.
+
+    The validation half is a subset of the calibration set: the shipped model sees all the
+    data (issue 15: halving it cost accuracy), and validation chooses among methods and
+    reports. ``--val`` gives a disjoint validation set."""
     count = len(data)
     if count < 2:
         raise CalibrationError(
@@ -93,5 +110,5 @@ def split(data: Any, calib_samples: int, seed: int) -> tuple[Any, Any]:
             "(or pass --val)"
         )
     order = np.random.default_rng(seed).permutation(count)
-    n_calib = max(1, min(calib_samples, count // 2))
-    return data.take(order[:n_calib]), data.take(order[n_calib:])
+    n_calib = max(1, min(calib_samples, count))
+    return data.take(order[:n_calib]), data.take(order[count // 2:])

@@ -26,6 +26,8 @@ class QuantizeConfig(StageConfig):
     per_channel: bool = True
     int16: tuple[str, ...] = ()  # nodes on int16 activations, int8 weights (stages/precision.py)
     fp16: tuple[str, ...] = ()   # nodes left float with float16 weights (targets with fp16 arithmetic)
+    bias_correct: bool = True  # empirical bias correction (stages/bias_correct.py), kept if it pays
+    adaround: float = 0.0  # seconds for AdaRound (stages/adaround.py) per candidate; 0: off
 
 
 @contextlib.contextmanager
@@ -81,7 +83,8 @@ class Quantize(Stage):
         self.used: dict[str, Any] = {}
 
     def configure(self, ctx: BuildContext) -> QuantizeConfig:
-        return QuantizeConfig(tuple(ctx.config.keep_float), ctx.config.per_channel)
+        return QuantizeConfig(tuple(ctx.config.keep_float), ctx.config.per_channel,
+                              ctx.config.bias_correct, ctx.config.adaround)
 
     def params(self, ctx: BuildContext) -> dict[str, Any]:
         return self.used
@@ -95,7 +98,8 @@ class Quantize(Stage):
         )
 
         enums = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
-                 "entropy": CalibrationMethod.Entropy}
+                 "entropy": CalibrationMethod.Entropy,
+                 "pertensor": CalibrationMethod.MinMax}  # its ranges come from the cache file
         activation = QuantType.QUInt8 if ctx.activation_type == "uint8" else QuantType.QInt8
         keep_float = list(self.config.keep_float)
         keep_float += [n for n in self.config.fp16 if n not in keep_float]
@@ -109,6 +113,8 @@ class Quantize(Stage):
         # a model that will run on this very CPU gets 7-bit weights, as onnxruntime's docs advise.
         reduce_range = runs_here(ctx) and u8s8_saturates()
         wide: dict[str, list[str]] = {}
+        corrections: dict[str, dict[str, Any]] = {}
+        rounded: dict[str, dict[str, Any]] = {}
         for method, ranges in ctx.ranges.items():
             out = ctx.workdir / f"int8-{method}.onnx"
             with ort_quantization_quiet():
@@ -120,9 +126,21 @@ class Quantize(Stage):
                     extra_options=extra_options, calibration_cache_path=str(ranges),
                     reduce_range=reduce_range,
                 )
+            if self.config.adaround > 0:  # before bias correction, which then sees its rounding
+                from .adaround import adaround
+
+                rounded[method] = adaround(out, ctx.float_path, ctx.calib, self.config.adaround,
+                                           quiet=ctx.config.quiet)
+            if self.config.bias_correct:
+                from .bias_correct import correct_if_it_pays
+
+                corrections[method] = correct_if_it_pays(out, ctx.float_path, ctx.calib)
+            # the guard's int16/fp16 rungs last: the corrections above work on the int8 graph
             wide = precision.apply(out, set(self.config.int16), set(self.config.fp16))
             ctx.candidates[method] = out
-        self.used = {"format": "QDQ", "per_channel": per_channel,
+        self.used = {"bias_correction": corrections, "calibration_samples": len(ctx.calib),
+                     **({"adaround": rounded} if rounded else {}),
+                     "format": "QDQ", "per_channel": per_channel,
                      "activation_type": ctx.activation_type, "weight_type": "int8",
                      "keep_float": keep_float, "extra_options": extra_options,
                      "reduce_range": reduce_range}

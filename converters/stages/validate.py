@@ -48,6 +48,9 @@ def record_choice(ctx: BuildContext, path: Path, method: str, metrics: dict[str,
     ctx.quant_path = path
     ctx.validation = {
         "samples": len(ctx.val),
+        "calibration_samples": len(ctx.calib) if ctx.calib is not None else 0,
+        # without --val the validation half may share samples with calibration (stages/data.py)
+        "in_calibration_set": (ctx.extra_manifest.get("calibration") or {}).get("validation_also_calibrated", 0),
         "source": ctx.val.source,
         "verified": not ctx.val.synthetic,
         "method": method,

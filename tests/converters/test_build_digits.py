@@ -71,7 +71,7 @@ def test_method_auto_keeps_the_closest_candidate(tmp_path):
                    output=tmp_path / "auto.edgekit", method="auto", formats=["onnx"],
                    calib_samples=64, quiet=True)
     val = result.manifest["validation"]
-    assert set(val["candidates"]) == {"minmax", "percentile", "entropy"}
+    assert set(val["candidates"]) == {"minmax", "percentile", "entropy", "pertensor"}
     best = max(val["candidates"].values(), key=lambda c: (c["accuracy_int8"], c["cosine"]))
     assert val["cosine"] == best["cosine"]
 

@@ -1,0 +1,55 @@
+"""Empirical bias correction and AdaRound remove the output error that biased weight rounding causes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from edgekit.converters.context import Dataset
+from edgekit.converters.runner import run_dataset
+from edgekit.converters.stages.bias_correct import correct_if_it_pays
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+from .nets import biased_conv, random_conv
+
+
+class _Reader(CalibrationDataReader):
+    def __init__(self, x: np.ndarray) -> None:
+        self.items = iter({"input": x[i:i + 1]} for i in range(len(x)))
+
+    def get_next(self):  # noqa: ANN202 - onnxruntime's interface
+        return next(self.items, None)
+
+
+def test_bias_correction_reduces_the_mean_output_error(tmp_path: Path) -> None:
+    x = np.random.default_rng(0).random((32, 16, 4, 4)).astype(np.float32)
+    float_path, int8_path = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    onnx.save(biased_conv(), str(float_path))
+    quantize_static(str(float_path), str(int8_path), _Reader(x), quant_format=QuantFormat.QDQ,
+                    per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    extra_options={"WeightSymmetric": True})
+    data = Dataset({"input": x})
+    reference = run_dataset(str(float_path), data)[0]
+    shift_before = np.abs((run_dataset(str(int8_path), data, exact_int8=True)[0] - reference).mean())
+    report = correct_if_it_pays(int8_path, float_path, data)
+    shift_after = np.abs((run_dataset(str(int8_path), data, exact_int8=True)[0] - reference).mean())
+    assert report["layers"] == 1 and report["kept"]
+    assert report["output_mse_after"] < report["output_mse_before"]
+    assert shift_before > 0.01  # 15 weights rounded down by 0.4 steps, inputs ~0.5: ~0.024
+    assert shift_after < shift_before / 4
+
+
+def test_adaround_learns_a_rounding_with_less_output_error(tmp_path: Path) -> None:
+    from edgekit.converters.stages.adaround import adaround
+
+    x = np.random.default_rng(0).random((32, 16, 4, 4)).astype(np.float32)
+    float_path, int8_path = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    onnx.save(random_conv(), str(float_path))
+    quantize_static(str(float_path), str(int8_path), _Reader(x), quant_format=QuantFormat.QDQ,
+                    per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    extra_options={"WeightSymmetric": True})
+    report = adaround(int8_path, float_path, Dataset({"input": x}), seconds=120, steps=150)
+    assert report["layers"] == 1 and report["kept"]
+    # nearest rounding vs learned rounding of one 3x3 conv: 0.0042 -> 0.0031 when written
+    assert report["output_mse_after"] < 0.9 * report["output_mse_before"]

@@ -1,0 +1,153 @@
+"""Train the small MobileNet- and EfficientNet-style nets that ``tools/bench_ptq.py`` quantizes.
+
+Real data from a wheel: scikit-learn's 1797 handwritten digits (8x8, 16 grey levels), upscaled
+to 32x32 (a CIFAR-size task). A seeded split: 1000 train (calibration draws from these), 797
+test. Training is brief (CPU, about a minute each) with random shifts; the weights are cached
+under ``tools/trained/ptq_<name>.pt`` so the benchmark reruns without training.
+
+    python tools/train_ptq_nets.py            # trains what is not cached, prints test accuracy
+    python tools/train_ptq_nets.py --retrain  # trains again
+
+The two layouts (depthwise-separable, BatchNorm folded at export):
+- ``mobilenet``: MobileNetV2's inverted residuals (1x1 expand, 3x3 depthwise, linear 1x1
+  project) with ReLU, the layout cross-layer equalization applies to (expand -> relu -> dw).
+- ``efficientnet``: EfficientNet-Lite's MBConv (3x3/5x5 depthwise, no squeeze-excite) with
+  ReLU6, as Lite0 ships: Relu6 is not scale-equivariant, so equalization leaves it alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+TRAINED = Path(__file__).resolve().parent / "trained"
+SIZE, TRAIN = 32, 1000
+NAMES = ("mobilenet", "efficientnet")
+
+
+def digits_32() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(x_train, y_train, x_test, y_test): float32 [N,1,32,32] in [0,1], int64 labels."""
+    import torch
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    x = torch.from_numpy((digits.images / 16.0).astype(np.float32))[:, None]
+    x = torch.nn.functional.interpolate(x, size=(SIZE, SIZE), mode="bilinear", align_corners=False)
+    x = x.numpy().clip(0, 1).astype(np.float32)
+    y = digits.target.astype(np.int64)
+    order = np.random.default_rng(0).permutation(len(y))
+    train, test = order[:TRAIN], order[TRAIN:]
+    return x[train], y[train], x[test], y[test]
+
+
+def make(name: str) -> Any:
+    """A fresh net of the named layout, input [N,1,32,32] -> 10 logits."""
+    import torch
+    from torch import nn
+
+    act_cls = nn.ReLU if name == "mobilenet" else nn.ReLU6
+
+    def conv(cin: int, cout: int, k: int = 1, s: int = 1, groups: int = 1, act: bool = True) -> nn.Sequential:
+        layers: list[nn.Module] = [nn.Conv2d(cin, cout, k, s, k // 2, groups=groups, bias=False),
+                                   nn.BatchNorm2d(cout)]
+        if act:
+            layers.append(act_cls())
+        return nn.Sequential(*layers)
+
+    class Block(nn.Module):
+        def __init__(self, cin: int, cout: int, k: int, s: int, expand: int) -> None:
+            super().__init__()
+            mid = cin * expand
+            self.residual = s == 1 and cin == cout
+            self.block = nn.Sequential(*([conv(cin, mid)] if expand != 1 else []),
+                                       conv(mid, mid, k, s, groups=mid), conv(mid, cout, act=False))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.block(x)
+            return x + y if self.residual else y
+
+    if name == "mobilenet":  # (expand, channels, repeats, stride, kernel): MobileNetV2, CIFAR-size
+        stages, stem, head = [(1, 16, 1, 1, 3), (6, 24, 2, 2, 3), (6, 32, 2, 2, 3), (6, 64, 2, 2, 3),
+                              (6, 96, 1, 1, 3)], 16, 256
+    else:  # EfficientNet-Lite0's kernels and widths, fewer repeats
+        stages, stem, head = [(1, 16, 1, 1, 3), (6, 24, 2, 2, 3), (6, 40, 2, 2, 5), (6, 80, 2, 2, 3),
+                              (6, 112, 1, 1, 5)], 32, 320
+    torch.manual_seed(0)
+    layers: list[nn.Module] = [conv(1, stem, 3, 1)]
+    cin = stem
+    for expand, cout, repeats, stride, k in stages:
+        for i in range(repeats):
+            layers.append(Block(cin, cout, k, stride if i == 0 else 1, expand))
+            cin = cout
+    layers += [conv(cin, head), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(head, 10)]
+    return nn.Sequential(*layers)
+
+
+def train(name: str, epochs: int = 12) -> Any:
+    """Train ``name`` briefly on the digits' train split; returns the net in eval mode."""
+    import torch
+
+    x, y, _, _ = digits_32()
+    net = make(name)
+    opt = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=epochs * (len(x) // 64 + 1))
+    xs, ys = torch.from_numpy(x), torch.from_numpy(y)
+    gen = torch.Generator().manual_seed(0)
+    net.train()
+    for _ in range(epochs):
+        order = torch.randperm(len(xs), generator=gen)
+        for i in range(0, len(xs), 64):
+            idx = order[i:i + 64]
+            shift = torch.randint(-3, 4, (2,), generator=gen).tolist()  # random shifts: a little augmentation
+            batch = torch.roll(xs[idx], shifts=shift, dims=(2, 3))
+            loss = torch.nn.functional.cross_entropy(net(batch), ys[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+    return net.eval()
+
+
+def trained(name: str, retrain: bool = False) -> Any:
+    """The cached trained net (training it first when no cache exists)."""
+    import torch
+
+    path = TRAINED / f"ptq_{name}.pt"
+    if path.exists() and not retrain:
+        net = make(name)
+        net.load_state_dict(torch.load(path, weights_only=True))
+        return net.eval()
+    net = train(name)
+    torch.save(net.state_dict(), path)
+    return net
+
+
+def accuracy(net: Any, x: np.ndarray, y: np.ndarray) -> float:
+    import torch
+
+    with torch.no_grad():
+        return float((net(torch.from_numpy(x)).argmax(1).numpy() == y).mean())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--retrain", action="store_true")
+    args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)
+    _, _, xt, yt = digits_32()
+    for name in NAMES:
+        began = time.perf_counter()
+        net = trained(name, args.retrain)
+        print(f"{name:<12} test accuracy {accuracy(net, xt, yt):.2%} ({len(yt)} digits), "
+              f"{time.perf_counter() - began:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
