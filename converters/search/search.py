@@ -252,7 +252,8 @@ class Search:
             # the same prune and calibrate configs: the cache re-runs quantization only
             configs = {**best.configs,
                        "quantize": QuantizeConfig(tuple(nodes_of(plan)), config.per_channel,
-                                                  config.bias_correct, config.adaround)}
+                                                  bias_correct=config.bias_correct,
+                                                  adaround=config.adaround)}
             gctx = self.cache.run("quantize", configs)
             cand = self.evaluate(gctx, best.ratio, method, nodes_of(plan), began)
             cand.guard_plan = list(plan)

@@ -147,3 +147,23 @@ class Calibrate(Stage):
                 save_tensors_data(found[method], path)
                 ctx.ranges[method] = path
         return dict(found)
+
+    def _per_tensor(self, ctx: BuildContext, computed: dict[str, object], batched: bool,
+                    symmetric: bool) -> None:
+        """Each tensor's range from the method that quantizes its values best (range_choice.py)."""
+        from onnxruntime.quantization.calibrate import save_tensors_data
+
+        from .range_choice import combine, sample_values
+
+        data = ctx.calib
+        tensors = list(computed["minmax"].keys())  # type: ignore[attr-defined]
+        chunks = (f for s in range(0, len(data), CHUNK_SAMPLES)
+                  for f in feeds(data, batched, s, min(s + CHUNK_SAMPLES, len(data))))
+        sampled = sample_values(ctx.float_path, tensors, chunks, ctx.config.seed)
+        ranges, wins = combine(computed, sampled, symmetric)
+        path = ctx.workdir / "ranges-pertensor.json"
+        save_tensors_data(ranges, path)
+        ctx.ranges["pertensor"] = path
+        self.choices = wins
+        ctx.quantization["pertensor_choices"] = wins
+        ctx.report("  per-tensor ranges: " + ", ".join(f"{m} {n}" for m, n in wins.items()) + " tensor(s)")

@@ -84,7 +84,7 @@ class Quantize(Stage):
 
     def configure(self, ctx: BuildContext) -> QuantizeConfig:
         return QuantizeConfig(tuple(ctx.config.keep_float), ctx.config.per_channel,
-                              ctx.config.bias_correct, ctx.config.adaround)
+                              bias_correct=ctx.config.bias_correct, adaround=ctx.config.adaround)
 
     def params(self, ctx: BuildContext) -> dict[str, Any]:
         return self.used

@@ -145,7 +145,7 @@ def test_search_on_ray_gives_the_local_model(cluster, tmp_path):
     def run(executor: str):
         return build(str(DIGITS_ONNX), target="host", calib=str(DIGITS_NPZ), quiet=True,
                      output=tmp_path / f"{executor}.edgekit", formats=["onnx"], method="minmax",
-                     budgets={"storage_mb": 0.06, "accuracy_drop": 5.0}, calib_samples=64,
+                     budgets={"storage_mb": 0.06, "accuracy_drop": 8.0}, calib_samples=64,
                      val_samples=128,
                      prune_ratios=[0.0, 0.25, 0.375, 0.5, 0.625, 0.75], executor=executor)
 
