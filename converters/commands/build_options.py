@@ -81,6 +81,14 @@ QUANTIZATION = [
     click.Option(["--strict-int8"], is_flag=True, help="Fail if any op would stay float."),
     click.Option(["--prune", "prune"], type=float, metavar="RATIO",
                  help="Prune this share of channels (torch) or weights (ONNX), e.g. 0.3."),
+    click.Option(["--distill-data"], help="Unlabelled data (same forms as --calib) the pruned "
+                 "model is distilled on towards the dense one; without it pruning a pretrained "
+                 "model costs accuracy."),
+    click.Option(["--distill-time"], type=click.FloatRange(min=0, min_open=True),
+                 metavar="SECONDS", help="Time budget of the pruned model's distillation."),
+    click.Option(["--prune-widths"], type=click.Choice(["sensitivity", "uniform"]),
+                 help="Per-layer widths: from measured sensitivity and latency share, or the "
+                 "same ratio everywhere (default: sensitivity when searching a budget)."),
 ]
 ACCURACY = [
     click.Option(["--metric"], help="Task metric: top1, detection, ctc, sqnr or module:function "
@@ -201,7 +209,8 @@ def load_config(ctx: click.Context, _param: click.Parameter, path: str | None) -
     return path
 
 
-PATH_KEYS = frozenset({"source", "calib", "val", "weights", "preprocess_toml", "sign_key"})
+PATH_KEYS = frozenset({"source", "calib", "val", "distill_data", "weights", "preprocess_toml",
+                       "sign_key"})
 
 
 def save_config(ctx: click.Context, path: str) -> None:

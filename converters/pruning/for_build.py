@@ -1,0 +1,69 @@
+"""What the prune stage needs from a build: the width plan and the distillation data.
+
+``plan_for`` turns a pruning ratio into per-group widths on the build's target: the ratio
+is the share of the dense model's estimated int8 latency to remove (the same monotone
+knob the budget search bisects), and ``widths.plan_widths`` spends it where the measured
+output error per saved millisecond is lowest.
+
+``distill_inputs`` reads ``--distill-data`` once per build (the search prunes at several
+ratios); without it the calibration inputs are used, and the build says plainly that a
+pretrained model pruned without data loses accuracy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..context import BuildConfig, BuildContext, Dataset
+from ..data import has_data, load_dataset
+from .widths import WidthPlan, measure_groups, plan_widths
+
+NO_DATA = ("pruning without --distill-data: the pruned model is distilled on the {n} "
+           "calibration samples only, and a pretrained model pruned without data loses "
+           "accuracy; prefer the other levers (calibration method, float fallback, a larger "
+           "target or a looser budget) or pass --distill-data with a few hundred unlabelled "
+           "inputs")
+_LOADED: list[tuple[BuildConfig, Dataset]] = []  # one slot: the last build's distill data
+
+
+def plan_for(ctx: BuildContext, dense: Any, args: tuple[Any, ...], calib: list[np.ndarray],
+             ratio: float) -> WidthPlan | None:
+    """Per-group widths removing ``ratio`` of the estimated latency; None without a cost model."""
+    if ctx.profile.cost_model is None:
+        ctx.warn(f"target {ctx.profile.name!r} has no [cost_model]: per-layer widths cannot "
+                 "weigh latency, every layer is pruned by the same ratio")
+        return None
+    groups, dense_s = measure_groups(dense, args, calib, ctx.profile)
+    plan = plan_widths(groups, dense_s, dense_s * (1.0 - ratio))
+    thinned = {n: w for n, w in plan.widths.items()
+               if w < next(g.channels for g in groups if g.name == n)}
+    ctx.report(f"  widths for -{ratio:.0%} estimated latency: {len(thinned)} of {len(groups)} "
+               f"group(s) thinned, predicted output error {plan.predicted_error:.4f}"
+               + ("" if plan.reachable else " (target not reachable: every group at its floor)"))
+    return plan
+
+
+def distill_inputs(ctx: BuildContext,
+                   calib: list[np.ndarray]) -> tuple[list[np.ndarray], float | None, str]:
+    """The arrays to distil on, the time budget, and how the data is described."""
+    config = ctx.config
+    seconds = None if config.distill_time is None else float(config.distill_time)
+    if not has_data(config.distill_data):
+        ctx.warn(NO_DATA.format(n=len(calib[0])))
+        return calib, seconds, "calibration inputs, no labels"
+    data = _load(ctx)
+    arrays = [data.arrays[i["name"]] for i in ctx.inputs if i["name"] in data.arrays]
+    return arrays, seconds, f"--distill-data {data.source}, {len(data)} samples, no labels"
+
+
+def _load(ctx: BuildContext) -> Dataset:
+    config = ctx.config
+    if _LOADED and _LOADED[0][0] is config:
+        return _LOADED[0][1]
+    fed = [i for i in ctx.inputs if i["name"] not in config.consts]
+    data, _ = load_dataset(config.distill_data, fed, config.preprocess,
+                           progress=not config.quiet, seed=config.seed)
+    _LOADED[:] = [(config, data)]
+    return data
