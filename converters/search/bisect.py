@@ -66,7 +66,8 @@ def prune_by_bisection(search: Any, ratios: list[float]) -> None:
         stop_for_accuracy(search, 0.0)
         return
     implied = implied_ratio(search)
-    if implied is not None and search.base.config.prune is None:
+    config = search.base.config
+    if implied is not None and config.prune is None and config.prune_ratios is None:
         ratios = sorted({*ratios, implied})
     estimated = any(k in search.checked for k in B.ESTIMATED)
     first = 0
