@@ -182,6 +182,7 @@ def distill(student: Any, teacher: Any, inputs: list[np.ndarray], steps: int,
         best_state = copy.deepcopy(student.state_dict())
         optimizer = torch.optim.Adam(student.parameters(), lr=LEARNING_RATE)
         every, stale, done = max(5, steps // EVALS), 0, 0
+        last_eval = time.perf_counter()
         bar = _Bar(steps, progress)
         student.train()
         try:
@@ -189,6 +190,11 @@ def distill(student: Any, teacher: Any, inputs: list[np.ndarray], steps: int,
                 elapsed = time.perf_counter() - start
                 if seconds is not None and elapsed >= seconds:
                     report.stopped = f"time budget ({seconds:g} s)"
+                    if report.curve[-1][0] != done:  # the last steps count too
+                        value = held_loss()
+                        report.curve.append((done, value))
+                        if value < best_loss * (1 - IMPROVEMENT):
+                            best_loss, best_state = value, copy.deepcopy(student.state_dict())
                     break
                 share = max(step / steps, elapsed / seconds if seconds else 0.0)
                 for param_group in optimizer.param_groups:
@@ -209,7 +215,10 @@ def distill(student: Any, teacher: Any, inputs: list[np.ndarray], steps: int,
                 optimizer.step()
                 done = step + 1
                 value = None
-                if done % every == 0 or done == steps:
+                due = seconds is not None and (time.perf_counter() - last_eval
+                                               >= seconds / EVALS)
+                if done % every == 0 or done == steps or due:
+                    last_eval = time.perf_counter()
                     value = held_loss()
                     report.curve.append((done, value))
                     if value < best_loss * (1 - IMPROVEMENT):

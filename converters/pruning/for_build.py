@@ -18,7 +18,10 @@ import numpy as np
 
 from ..context import BuildConfig, BuildContext, Dataset
 from ..data import has_data, load_dataset
-from .widths import WidthPlan, measure_groups, plan_widths
+from .structured import prune_structured
+from .widths import WidthPlan, measure_groups, op_seconds_by_module, plan_widths
+
+CORRECTIONS = 4  # plans estimated per ratio at most
 
 NO_DATA = ("pruning without --distill-data: the pruned model is distilled on the {n} "
            "calibration samples only, and a pretrained model pruned without data loses "
@@ -36,7 +39,17 @@ def plan_for(ctx: BuildContext, dense: Any, args: tuple[Any, ...], calib: list[n
                  "weigh latency, every layer is pruned by the same ratio")
         return None
     groups, dense_s = measure_groups(dense, args, calib, ctx.profile)
-    plan = plan_widths(groups, dense_s, dense_s * (1.0 - ratio))
+    goal = aim = dense_s * (1.0 - ratio)
+    for _ in range(CORRECTIONS):
+        plan = plan_widths(groups, dense_s, aim)
+        # the model is linear in channels; the estimator is not (per-call overheads, SIMD
+        # lanes): estimate the planned architecture and aim lower by the shortfall
+        pruned, _ = prune_structured(dense, args, ratio, plan.widths)
+        actual = op_seconds_by_module(pruned, args, ctx.profile)[1]
+        if actual <= goal * 1.01 or not plan.reachable:
+            break
+        aim *= goal / actual
+    plan.target_latency_s = goal
     thinned = {n: w for n, w in plan.widths.items()
                if w < next(g.channels for g in groups if g.name == n)}
     ctx.report(f"  widths for -{ratio:.0%} estimated latency: {len(thinned)} of {len(groups)} "

@@ -11,8 +11,8 @@ the redundant ones (issue 21: EfficientNet-Lite0 lost 23 top-1 points at 25%). H
    removing those channels does to every reader, without rebuilding the model per trial.
 2. **Latency share**: the dense model's int8 estimate on the target
    (``converters.estimate``), op by op; an op belongs to the module its ONNX node is named
-   after, and thinning a group by a share ``f`` saves about ``f`` of the seconds of every
-   op reading or writing its channels.
+   after, and a Conv/Linear's seconds scale with the kept share of every group whose
+   channels it reads or writes (``predicted_latency``).
 3. **Greedy**: from the dense widths, repeatedly take the one-step thinning with the most
    latency saved per unit of error added, until the predicted latency meets the target.
    Protected groups (stem, head, squeeze-excite, last projection) count their error
@@ -46,6 +46,7 @@ class Group:
     order: int  # forward position of the root (stem first)
     protected: str | None = None  # why: stem, head, squeeze-excite, last projection
     latency_s: float = 0.0  # estimated int8 seconds of the ops on these channels
+    op_seconds: dict[str, float] = field(default_factory=dict)  # member module -> seconds
     errors: dict[int, float] = field(default_factory=dict)  # width -> output error
 
     def widths(self) -> list[int]:
@@ -130,10 +131,10 @@ def op_seconds_by_module(model: Any, args: tuple[Any, ...],
         cost = CostModel.from_profile(profile, load_or_calibrate() if benchmark else None)
         _, _, ops = analyse(str(path), "int8", cost, [profile.threads], profile)
     by_module: dict[str, float] = {}
-    total = 0.0
+    cached = cost.cached(ops)  # as the estimate decides: weights in cache are not streamed
+    total = cost.latency(ops, profile.threads)  # the per-run overhead included
     for op in ops:
-        seconds = cost.op_seconds(op, profile.threads)
-        total += seconds
+        seconds = cost.op_seconds(op, profile.threads, cached)
         name = _module_of(op.name)
         by_module[name] = by_module.get(name, 0.0) + seconds
     return by_module, total
@@ -252,7 +253,8 @@ def _measure(model: Any, args: tuple[Any, ...], inputs: list[np.ndarray], profil
         members = sorted({names[i.dep.target.module] for i in tp_group
                           if i.dep.target.module in names})
         group = Group(root, len(scores), members, position.get(root, len(order)))
-        group.latency_s = sum(seconds.get(m, 0.0) for m in members)
+        group.op_seconds = {m: seconds[m] for m in members if seconds.get(m)}
+        group.latency_s = sum(group.op_seconds.values())
         ranking = torch.argsort(scores).tolist()
         group.errors[group.channels] = 0.0
         for width in sorted({kept_channels(group.channels, f) for f in MEASURED}
@@ -280,6 +282,20 @@ def _protect(groups: list[Group]) -> None:
         ranked[-2].protected = ranked[-2].protected or "last projection"
 
 
+def predicted_latency(groups: list[Group], widths: dict[str, int], dense_s: float) -> float:
+    """Estimated seconds at ``widths``: each Conv/Linear's seconds scale with the kept share
+    of every group it reads or writes (a conv between two thinned groups shrinks twice, a
+    depthwise conv once); ops no group touches keep their time."""
+    shares: dict[str, float] = {}
+    seconds: dict[str, float] = {}
+    for group in groups:
+        share = widths[group.name] / group.channels
+        for module, value in group.op_seconds.items():
+            seconds[module] = value
+            shares[module] = shares.get(module, 1.0) * share
+    return dense_s - sum(seconds.values()) + sum(v * shares[m] for m, v in seconds.items())
+
+
 def plan_widths(groups: list[Group], dense_latency_s: float,
                 target_latency_s: float) -> WidthPlan:
     """Greedy: thin where the latency saved per error added is best, until the target."""
@@ -294,18 +310,18 @@ def plan_widths(groups: list[Group], dense_latency_s: float,
             if not narrower or group.latency_s <= 0:
                 continue
             step = narrower[0]
-            saved = group.latency_s * (current - step) / group.channels
+            after = predicted_latency(groups, {**plan.widths, group.name: step}, dense_latency_s)
+            saved = latency - after
             added = max(group.error(step) - group.error(current), MIN_ERROR_STEP)
             penalty = PROTECT_PENALTY if group.protected else 1.0
             score = saved / (added * penalty)
-            if best is None or score > best[0]:
-                best = (score, group, step, saved, added)
+            if saved > 0 and (best is None or score > best[0]):
+                best = (score, group, step, after, added)
         if best is None:
             plan.reachable = False
             break
-        _, group, step, saved, added = best
+        _, group, step, latency, added = best
         plan.widths[group.name] = step
-        latency -= saved
         error += added
     plan.predicted_latency_s, plan.predicted_error = latency, error
     return plan
