@@ -18,10 +18,12 @@ teach anything and the loss went *up* on EfficientNet-Lite0), else the calibrati
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +67,19 @@ class RecoveryReport:
                                  "augment": self.augment, "stopped": self.stopped,
                                  "curve": [[s, round(v, 6)] for s, v in self.curve]},
                 "batchnorm_reestimated": self.batchnorm_layers}
+
+
+@contextlib.contextmanager
+def torch_threads(count: int | None) -> Iterator[None]:
+    import torch
+
+    old = torch.get_num_threads()
+    if count:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
 
 
 def _leaves(out: Any) -> list[Any]:
@@ -142,8 +157,6 @@ def distill(student: Any, teacher: Any, inputs: list[np.ndarray], steps: int,
             data: str = "calibration inputs, no labels") -> RecoveryReport:
     """Fine-tune ``student`` in place towards ``teacher``'s outputs on ``inputs``."""
     import torch
-
-    from .recover import torch_threads
 
     report = RecoveryReport(data=data)
     count = len(inputs[0])

@@ -19,8 +19,6 @@ hours on a CPU: ``steps = min(max_steps, budget_macs / (3 * macs_per_sample * ba
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -37,19 +35,6 @@ def steps_for(macs_per_sample: float, max_steps: int = DEFAULT_STEPS) -> int:
     if macs_per_sample <= 0:
         return max_steps
     return int(max(0, min(max_steps, TRAIN_BUDGET_MACS / (3 * macs_per_sample * BATCH))))
-
-
-@contextlib.contextmanager
-def torch_threads(count: int | None) -> Iterator[None]:
-    import torch
-
-    old = torch.get_num_threads()
-    if count:
-        torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 def reestimate_batchnorm(model: Any, inputs: list[np.ndarray]) -> int:

@@ -118,8 +118,9 @@ def op_seconds_by_module(model: Any, args: tuple[Any, ...],
     import torch
 
     from ..estimate.cost import CostModel
-    from ..estimate.estimator import analyse
+    from ..estimate.graph import read_graph
     from ..estimate.host_rates import load_or_calibrate
+    from ..estimate.ops import build_ops
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "dense.onnx"
@@ -129,7 +130,7 @@ def op_seconds_by_module(model: Any, args: tuple[Any, ...],
             torch.onnx.export(model, args, str(path), dynamo=False, opset_version=17)
         benchmark = profile.cost_model is not None and profile.cost_model.method == "benchmark"
         cost = CostModel.from_profile(profile, load_or_calibrate() if benchmark else None)
-        _, _, ops = analyse(str(path), "int8", cost, [profile.threads], profile)
+        ops = build_ops(read_graph(str(path), "int8"))  # as estimate() reads the int8 variant
     by_module: dict[str, float] = {}
     cached = cost.cached(ops)  # as the estimate decides: weights in cache are not streamed
     total = cost.latency(ops, profile.threads)  # the per-run overhead included
@@ -218,7 +219,7 @@ def measure_groups(model: Any, args: tuple[Any, ...], inputs: list[np.ndarray],
     cached = _PROFILES.get(model)
     if cached is not None:
         return cached
-    from .recover import torch_threads
+    from .distill import torch_threads
 
     model.eval()
     with torch_threads(1):  # many small forwards: one thread is faster than contended ones
