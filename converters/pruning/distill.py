@@ -35,6 +35,7 @@ HELD_OUT = 0.15
 MIN_HELD_OUT = 8  # fewer samples: the held-out loss is the training data's own
 EVALS = 20
 PATIENCE = 4
+MIN_EVAL_STEPS = 5  # with a time budget on a slow machine: steps between evaluations at least
 IMPROVEMENT = 1e-3  # relative: a held-out loss must fall by this much to count
 
 
@@ -195,7 +196,7 @@ def distill(student: Any, teacher: Any, inputs: list[np.ndarray], steps: int,
         best_state = copy.deepcopy(student.state_dict())
         optimizer = torch.optim.Adam(student.parameters(), lr=LEARNING_RATE)
         every, stale, done = max(5, steps // EVALS), 0, 0
-        last_eval = time.perf_counter()
+        last_eval, last_step = time.perf_counter(), 0
         bar = _Bar(steps, progress)
         student.train()
         try:
@@ -228,10 +229,10 @@ def distill(student: Any, teacher: Any, inputs: list[np.ndarray], steps: int,
                 optimizer.step()
                 done = step + 1
                 value = None
-                due = seconds is not None and (time.perf_counter() - last_eval
-                                               >= seconds / EVALS)
+                due = (seconds is not None and done - last_step >= MIN_EVAL_STEPS
+                       and time.perf_counter() - last_eval >= seconds / EVALS)
                 if done % every == 0 or done == steps or due:
-                    last_eval = time.perf_counter()
+                    last_eval, last_step = time.perf_counter(), done
                     value = held_loss()
                     report.curve.append((done, value))
                     if value < best_loss * (1 - IMPROVEMENT):
