@@ -1,9 +1,9 @@
 """What the prune stage needs from a build: the width plan and the distillation data.
 
-``plan_for`` turns a pruning ratio into per-group widths on the build's target: the ratio
-is the share of the dense model's estimated int8 latency to remove (the same monotone
-knob the budget search bisects), and ``widths.plan_widths`` spends it where the measured
-output error per saved millisecond is lowest.
+``plan_for`` turns a pruning ratio into per-group widths on the build's target: the goal
+is the estimated int8 latency that uniform pruning at that ratio reaches (so the ratio the
+budget search bisects means the same in both modes), and ``widths.plan_widths`` spends it
+where the measured output error per saved millisecond is lowest.
 
 ``distill_inputs`` reads ``--distill-data`` once per build (the search prunes at several
 ratios); without it the calibration inputs are used, and the build says plainly that a
@@ -33,13 +33,16 @@ _LOADED: list[tuple[BuildConfig, Dataset]] = []  # one slot: the last build's di
 
 def plan_for(ctx: BuildContext, dense: Any, args: tuple[Any, ...], calib: list[np.ndarray],
              ratio: float) -> WidthPlan | None:
-    """Per-group widths removing ``ratio`` of the estimated latency; None without a cost model."""
+    """Per-group widths as fast as uniform ``ratio``'s estimate; None without a cost model."""
     if ctx.profile.cost_model is None:
         ctx.warn(f"target {ctx.profile.name!r} has no [cost_model]: per-layer widths cannot "
                  "weigh latency, every layer is pruned by the same ratio")
         return None
     groups, dense_s = measure_groups(dense, args, calib, ctx.profile)
-    goal = aim = dense_s * (1.0 - ratio)
+    # the latency uniform widths reach at this ratio: sensitivity-aware widths reach it too,
+    # at less error, so a ratio means the same budget in both modes (and stays monotone)
+    uniform, _ = prune_structured(dense, args, ratio)
+    goal = aim = op_seconds_by_module(uniform, args, ctx.profile)[1]
     for _ in range(CORRECTIONS):
         plan = plan_widths(groups, dense_s, aim)
         # the model is linear in channels; the estimator is not (per-call overheads, SIMD
@@ -52,7 +55,8 @@ def plan_for(ctx: BuildContext, dense: Any, args: tuple[Any, ...], calib: list[n
     plan.target_latency_s = goal
     thinned = {n: w for n, w in plan.widths.items()
                if w < next(g.channels for g in groups if g.name == n)}
-    ctx.report(f"  widths for -{ratio:.0%} estimated latency: {len(thinned)} of {len(groups)} "
+    ctx.report(f"  widths for {goal * 1e3:.4g} ms (uniform {ratio:g}'s estimate): "
+               f"{len(thinned)} of {len(groups)} "
                f"group(s) thinned, predicted output error {plan.predicted_error:.4f}"
                + ("" if plan.reachable else " (target not reachable: every group at its floor)"))
     return plan
