@@ -88,6 +88,12 @@ class BuildConfig:
     executor: str = "local"
     shards: int = 4
     finetune_steps: int | None = None  # structured pruning's distillation steps; None: by size
+    # issue 21: recovery data (same forms as calib) and its time budget in seconds
+    distill_data: Any = None
+    distill_time: float | None = None
+    # per-group widths: "sensitivity" (measured error per saved latency) or "uniform" (every
+    # group by the ratio); None: sensitivity in the budget search, uniform for a plain --prune
+    prune_widths: str | None = None
     sensitivity_samples: int = 32  # accuracy guard: calibration samples ranking the layers
     guard_steps: int = 8  # accuracy guard: rebuilds at most
     # tflite: float32 I/O in the caller's layout, quantized/transposed inside the graph on

@@ -119,6 +119,17 @@ class LayerEntry:
 
 
 @dataclass(frozen=True)
+class PruningEntry:
+    """What pruning removed: the width kept per layer (``channels``: before, after) and how
+    the widths were chosen (``uniform``, ``sensitivity``; ``sparsity`` for ONNX sources)."""
+
+    method: str
+    ratio: float
+    widths: str
+    channels: dict[str, tuple[int, int]]
+
+
+@dataclass(frozen=True)
 class Manifest:
     schema_version: int
     edgekit_version: str
@@ -133,6 +144,7 @@ class Manifest:
     quantization: dict[str, Any] = field(default_factory=dict, compare=False)
     validation: dict[str, Any] = field(default_factory=dict, compare=False)
     layers: tuple[LayerEntry, ...] = ()
+    pruning: PruningEntry | None = field(default=None, compare=False)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     # sha256 over the build's inputs (source, data, profile, options, versions): the same key
     # means the same bytes; "" in artifacts from before deterministic builds
@@ -197,6 +209,7 @@ class Manifest:
             validation=where.field(data, "validation", dict, "an object", default={}),
             layers=tuple(_layer(where, e, f"layers[{i}]") for i, e in enumerate(
                 where.field(data, "layers", list, "a list of layer entries", default=[]))),
+            pruning=_pruning(where, data.get("pruning")),
             raw=data,
             content_key=key,
         )
@@ -230,6 +243,25 @@ class _Where:
                                 f"{expected})")
         self.expect(table[key], kind, prefix + key, expected)
         return table[key]
+
+
+def _pruning(where: _Where, entry: Any) -> PruningEntry | None:
+    if entry is None:
+        return None
+    where.expect(entry, dict, "pruning", "an object")
+    method = where.field(entry, "method", str, "a string", "pruning.")
+    ratio = where.field(entry, "ratio", (int, float), "a number", "pruning.")
+    widths = where.field(entry, "widths", str, "a string", "pruning.",
+                         default="uniform" if method.startswith("structured") else "sparsity")
+    channels: dict[str, tuple[int, int]] = {}
+    for name, pair in where.field(entry, "channels", dict, "an object", "pruning.",
+                                  default={}).items():
+        if not (isinstance(pair, list) and len(pair) == 2
+                and all(type(v) is int and v >= 0 for v in pair)):
+            raise ArtifactError(f"{where.origin}: pruning.channels[{name!r}] must be [before, "
+                                f"after] channel counts, got {_short(pair)}")
+        channels[name] = (pair[0], pair[1])
+    return PruningEntry(method, float(ratio), widths, channels)
 
 
 def _finite(value: int | float) -> bool:

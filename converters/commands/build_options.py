@@ -88,6 +88,14 @@ QUANTIZATION = [
                  "long per candidate; kept only if it pays (0: off)."),
     click.Option(["--prune", "prune"], type=float, metavar="RATIO",
                  help="Prune this share of channels (torch) or weights (ONNX), e.g. 0.3."),
+    click.Option(["--distill-data"], help="Unlabelled data (same forms as --calib) the pruned "
+                 "model is distilled on towards the dense one; without it pruning a pretrained "
+                 "model costs accuracy."),
+    click.Option(["--distill-time"], type=click.FloatRange(min=0, min_open=True),
+                 metavar="SECONDS", help="Time budget of the pruned model's distillation."),
+    click.Option(["--prune-widths"], type=click.Choice(["sensitivity", "uniform"]),
+                 help="Per-layer widths: from measured sensitivity and latency share, or the "
+                 "same ratio everywhere (default: sensitivity when searching a budget)."),
 ]
 ACCURACY = [
     click.Option(["--metric"], help="Task metric: top1, detection, ctc, sqnr or module:function "
@@ -242,7 +250,8 @@ def config_defaults(command: click.Command, data: dict[str, Any], origin: str,
     return defaults
 
 
-PATH_KEYS = frozenset({"source", "calib", "val", "weights", "preprocess_toml", "sign_key"})
+PATH_KEYS = frozenset({"source", "calib", "val", "distill_data", "weights", "preprocess_toml",
+                       "sign_key"})
 
 
 def save_config(ctx: click.Context, path: str) -> None:

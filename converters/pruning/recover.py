@@ -1,8 +1,8 @@
-"""Recover a pruned torch model's accuracy from calibration inputs alone (no labels).
+"""Recover a pruned torch model's accuracy without labels: the step budget and BatchNorm.
 
 Two steps, both label-free:
 
-1. **Distillation**: a short fine-tune of the pruned model (student) to reproduce the dense
+1. **Distillation** (``distill.py``): a short fine-tune of the pruned model (student) to reproduce the dense
    model's (teacher) outputs on the calibration inputs, MSE on every output scaled by the
    teacher's variance. Measured on the digits CNN (no BatchNorm, 284 held-out digits):
    pruning 50% / 62.5% of the channels dropped top-1 from 100% to 71.5% / 19.4%; 400
@@ -19,112 +19,22 @@ hours on a CPU: ``steps = min(max_steps, budget_macs / (3 * macs_per_sample * ba
 
 from __future__ import annotations
 
-import contextlib
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .distill import BATCH
+
 DEFAULT_STEPS = 400
-BATCH = 32
-LEARNING_RATE = 3e-3  # with cosine decay; 1e-3 needed twice the steps on digits
 # ~1 minute of training on one desktop core at ~10-20 effective GMAC/s
 TRAIN_BUDGET_MACS = 1e12
 SMALL_MODEL_MACS = 50e6  # below this per sample, one thread: syncing threads costs more
-
-
-@dataclass
-class RecoveryReport:
-    distill_steps: int = 0
-    distill_seconds: float = 0.0
-    loss_before: float | None = None
-    loss_after: float | None = None
-    batchnorm_layers: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"distillation": {"steps": self.distill_steps, "batch": BATCH,
-                                 "learning_rate": LEARNING_RATE,
-                                 "seconds": round(self.distill_seconds, 2),
-                                 "loss_before": self.loss_before, "loss_after": self.loss_after,
-                                 "teacher": "dense model", "data": "calibration inputs, no labels"},
-                "batchnorm_reestimated": self.batchnorm_layers}
 
 
 def steps_for(macs_per_sample: float, max_steps: int = DEFAULT_STEPS) -> int:
     if macs_per_sample <= 0:
         return max_steps
     return int(max(0, min(max_steps, TRAIN_BUDGET_MACS / (3 * macs_per_sample * BATCH))))
-
-
-@contextlib.contextmanager
-def torch_threads(count: int | None) -> Iterator[None]:
-    import torch
-
-    old = torch.get_num_threads()
-    if count:
-        torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
-
-
-def _leaves(out: Any) -> list[Any]:
-    from ..pytorch.inputs import flat_outputs
-
-    return [t.float() for t in flat_outputs(out)]
-
-
-def _loss(student_out: list[Any], teacher_out: list[Any], scales: list[float]) -> Any:
-    total = 0.0
-    for got, want, scale in zip(student_out, teacher_out, scales, strict=True):
-        total = total + ((got - want) ** 2).mean() / scale
-    return total
-
-
-def distill(student: Any, teacher: Any, inputs: list[np.ndarray], steps: int,
-            seed: int = 0, threads: int | None = None) -> RecoveryReport:
-    """Fine-tune ``student`` in place towards ``teacher``'s outputs on ``inputs``."""
-    import torch
-
-    report = RecoveryReport()
-    count = len(inputs[0])
-    if steps <= 0 or count < 2:  # BatchNorm in train mode needs two samples per batch
-        return report
-    data = [torch.from_numpy(np.ascontiguousarray(a)) for a in inputs]
-    gen = torch.Generator().manual_seed(seed)
-    start = time.perf_counter()
-    with torch_threads(threads), torch.no_grad():
-        teacher.eval()
-        targets = [_leaves(teacher(*[d[i:i + BATCH] for d in data]))
-                   for i in range(0, count, BATCH)]
-        targets = [torch.cat([t[j] for t in targets]) for j in range(len(targets[0]))]
-        scales = [max(float(t.var()), 1e-8) for t in targets]
-        student.eval()
-        report.loss_before = round(float(_loss(_leaves(student(*data)), targets, scales)), 6)
-    optimizer = torch.optim.Adam(student.parameters(), lr=LEARNING_RATE)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
-    # train mode's dropout draws from torch's global generator: seeded here (deterministic
-    # builds) inside fork_rng, so that the caller's generator state is left as it was
-    with torch_threads(threads), torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        student.train()
-        for _ in range(steps):
-            idx = torch.randint(0, count, (min(BATCH, count),), generator=gen)
-            loss = _loss(_leaves(student(*[d[idx] for d in data])), [t[idx] for t in targets],
-                         scales)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-        student.eval()
-        with torch.no_grad():
-            report.loss_after = round(float(_loss(_leaves(student(*data)), targets, scales)), 6)
-    report.distill_steps = steps
-    report.distill_seconds = time.perf_counter() - start
-    return report
 
 
 def reestimate_batchnorm(model: Any, inputs: list[np.ndarray]) -> int:

@@ -31,12 +31,13 @@ class StructuredReport:
     params_after: int
     channels: dict[str, list[int]] = field(default_factory=dict)  # layer -> [before, after]
     kept_whole: list[str] = field(default_factory=list)  # output layers, tiny groups
+    widths: str = "uniform"  # or "sensitivity": per-group widths from widths.plan_widths
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": "structured (torch-pruning, L2 magnitude)", "ratio": self.ratio,
-                "round_to": ROUND_TO, "params_before": self.params_before,
-                "params_after": self.params_after, "channels": self.channels,
-                "kept_whole": self.kept_whole}
+                "widths": self.widths, "round_to": ROUND_TO,
+                "params_before": self.params_before, "params_after": self.params_after,
+                "channels": self.channels, "kept_whole": self.kept_whole}
 
 
 def kept_channels(channels: int, ratio: float) -> int:
@@ -91,9 +92,12 @@ def layer_channels(model: Any) -> dict[str, int]:
             if isinstance(m, roots)}
 
 
-def prune_structured(model: Any, example_args: tuple[Any, ...],
-                     ratio: float) -> tuple[Any, StructuredReport]:
-    """A pruned copy of ``model`` (the original is untouched) and what was removed."""
+def prune_structured(model: Any, example_args: tuple[Any, ...], ratio: float,
+                     widths: dict[str, int] | None = None) -> tuple[Any, StructuredReport]:
+    """A pruned copy of ``model`` (the original is untouched) and what was removed.
+
+    ``widths`` (group root module name -> channels kept, from ``widths.plan_widths``)
+    replaces the uniform ``ratio``; groups it does not name keep every channel."""
     import torch
     import torch_pruning as tp
 
@@ -112,13 +116,15 @@ def prune_structured(model: Any, example_args: tuple[Any, ...],
     importance = tp.importance.MagnitudeImportance(p=2)
     names = {m: n for n, m in pruned.named_modules()}
     report = StructuredReport(ratio, n_before, n_before,
-                              kept_whole=sorted(names[m] for m in ignored if m in names))
+                              kept_whole=sorted(names[m] for m in ignored if m in names),
+                              widths="uniform" if widths is None else "sensitivity")
     for group in graph.get_all_groups(ignored_layers=ignored, root_module_types=list(_roots())):
         scores = importance(group)
         if scores is None:
             continue
         count = len(scores)
-        keep = kept_channels(count, ratio)
+        keep = (kept_channels(count, ratio) if widths is None else
+                min(count, widths.get(names.get(group[0].dep.target.module, ""), count)))
         if keep >= count:
             continue
         drop = torch.argsort(scores)[: count - keep].tolist()

@@ -101,6 +101,8 @@ class Search:
         self.task: BuildMetric | None = None
         self.stopped_early = False
         self.skipped_ratios: list[float] = []  # prune ratios that could not help (sparsity)
+        self.float_missed: list[float] = []  # ratios whose pruned float model missed accuracy
+        self.lever = "relax a budget (--max-*) or pick a larger target"  # said on exit 3
         self.started = time.perf_counter()
         self.cache = PrefixCache(plan, ctx)
 
@@ -137,20 +139,26 @@ class Search:
                          f"budgets: " + ", ".join(f"{k} {v:g}" for k, v in
                                                    self.budgets.limits.items()))
         sparsity_only = data.torch_export is None or data.torch_export.source.kind != "module"
-        for i, ratio in enumerate(self.ratios):
-            if self._ratio(ratio) or self.stopped_early:
-                break
-            rest = self.ratios[i + 1:]
-            missed = self._missed_at(ratio)
-            if rest and sparsity_only and missed and "storage_mb" not in missed:
-                # magnitude sparsity zeroes weights, the dense kernels still run them all
-                self.base.report(
-                    f"  skipping prune ratios {[float(r) for r in rest]}: pruning this source "
-                    f"only zeroes weights (sparsity), which saves storage, not latency, RAM "
-                    f"or power; the missed budget(s) {', '.join(sorted(missed))} cannot be "
-                    "met by pruning")
-                self.skipped_ratios = rest
-                break
+        if sparsity_only and any(self.ratios):
+            self.base.report("  pruning this source can only zero weights (sparsity): that saves "
+                             "storage, not latency, RAM or power")
+        if self.ratios[0] == 0 and (self._ratio(0.0) or self.stopped_early):
+            self.finish()
+            return
+        rest = [r for r in self.ratios if r > 0]
+        missed = self._missed_at(0.0) if self.ratios[0] == 0 else set()
+        if rest and sparsity_only and missed and "storage_mb" not in missed:
+            # magnitude sparsity zeroes weights, the dense kernels still run them all
+            self.base.report(
+                f"  skipping prune ratios {[float(r) for r in rest]}: pruning this source "
+                f"only zeroes weights (sparsity), which saves storage, not latency, RAM "
+                f"or power; the missed budget(s) {', '.join(sorted(missed))} cannot be "
+                "met by pruning")
+            self.skipped_ratios = rest
+        elif rest:
+            from .bisect import prune_by_bisection
+
+            prune_by_bisection(self, rest)
         self.finish()
 
     def _missed_at(self, ratio: float) -> set[str]:
@@ -178,6 +186,7 @@ class Search:
         if ratio == 0 and not self._precheck(self.cache.run("data").float_path, ratio, started):
             return False
         prune = PruneConfig(ratio, self.base.config.finetune_steps,
+                            widths=self.base.config.prune_widths or "sensitivity",
                             precheck=lambda p: self._precheck(p, ratio, started),
                             reference=self.reference)
         try:  # the pruned float model, prepared (and checked against torch), once per ratio
@@ -202,6 +211,7 @@ class Search:
             if float_drop <= self.budgets.limits["accuracy_drop"]:
                 self._guard(rctx, best)
             else:
+                self.float_missed.append(ratio)
                 self.base.report(f"  prune {ratio:g}: the pruned float model alone drops "
                                  f"{float_drop:.2f} pts: no float fallback can meet the budget")
         return any(c.verdict.fits for c in self.candidates if c.ratio == ratio)
@@ -287,7 +297,7 @@ class Search:
             "(table below)"
             + (f"; prune ratios {[float(r) for r in self.skipped_ratios]} were skipped: "
                "sparsity saves storage only" if self.skipped_ratios else "")
-            + "; relax a budget (--max-*) or pick a larger target",
+            + f"; {self.lever}",
             table(ranked, self.budgets, self.checked, None))
 
     def _package(self, cand: Candidate, ranked: list[Candidate]) -> bool:

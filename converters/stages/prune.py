@@ -28,6 +28,7 @@ from ..context import BuildContext
 from ..pipeline import Rejected, Stage, StageConfig
 from ..runner import compare, run_dataset
 
+DISTILL_MAX_STEPS = 100_000  # with --distill-time: the time budget ends distillation
 Precheck = Callable[[Path], bool]  # False: the pruned architecture already misses a budget
 
 
@@ -45,6 +46,7 @@ def check_ratio(value: Any) -> float:
 class PruneConfig(StageConfig):
     ratio: float = 0.0  # 0: the stage does not run
     finetune_steps: int | None = None  # structured pruning's distillation; None: by model size
+    widths: str = "uniform"  # torch sources: "sensitivity" (pruning.widths) or "uniform"
     # the budget search's hooks; not part of what makes two prunings equal
     precheck: Precheck | None = field(default=None, compare=False)
     reference: list[np.ndarray] | None = field(default=None, compare=False, repr=False)
@@ -62,7 +64,8 @@ class Prune(Stage):
 
     def configure(self, ctx: BuildContext) -> PruneConfig:
         ratio = check_ratio(ctx.config.prune) if ctx.config.prune else 0.0
-        return PruneConfig(ratio, ctx.config.finetune_steps)
+        return PruneConfig(ratio, ctx.config.finetune_steps,
+                           widths=ctx.config.prune_widths or "uniform")
 
     def applies(self, ctx: BuildContext) -> bool:
         return bool(self.config.ratio)
@@ -75,13 +78,14 @@ class Prune(Stage):
     def run(self, ctx: BuildContext) -> None:
         config = self.config
         if apply_pruning(ctx, config.ratio, config.precheck, config.reference,
-                         config.finetune_steps) is None:
+                         config.finetune_steps, config.widths) is None:
             raise Rejected(f"pruning at {config.ratio:g}: the pruned architecture was turned down")
 
 
 def apply_pruning(ctx: BuildContext, ratio: float, precheck: Precheck | None = None,
                   reference: list[np.ndarray] | None = None,
-                  finetune_steps: int | None = None) -> dict[str, Any] | None:
+                  finetune_steps: int | None = None,
+                  widths: str = "uniform") -> dict[str, Any] | None:
     """Prune ``ctx``'s float model at ``ratio``; returns the manifest section, or None when
     ``precheck`` rejected the pruned architecture (then ``ctx`` is left unchanged)."""
     dense_path = ctx.float_path
@@ -93,7 +97,7 @@ def apply_pruning(ctx: BuildContext, ratio: float, precheck: Precheck | None = N
     section = None
     if structured:
         try:
-            section = _torch(ctx, ratio, precheck, finetune_steps)
+            section = _torch(ctx, ratio, precheck, finetune_steps, widths)
         except UnsupportedModelError as exc:
             ctx.warn(f"{exc}; using unstructured sparsity on the exported ONNX instead")
             structured = False
@@ -175,11 +179,30 @@ def _export(ctx: BuildContext, module: Any, args: tuple[Any, ...], name: str) ->
     return path, result.exporter
 
 
+def _architecture(ctx: BuildContext, module: Any, args: tuple[Any, ...]) -> Path:
+    """The pruned architecture as ONNX for the budget precheck's estimate only: the
+    TorchScript exporter takes a fraction of a second where the dynamo one (which the
+    shipped model goes through) takes seconds, and the search's bisection probes several."""
+    import warnings
+
+    import torch
+
+    path = ctx.workdir / "pruned-arch.onnx"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(module, args, str(path), dynamo=False, opset_version=17)
+    except Exception:  # noqa: BLE001 - this exporter is only a shortcut; the build's works
+        path = _export(ctx, module, args, "pruned-arch.onnx")[0]
+    return path
+
+
 def _torch(ctx: BuildContext, ratio: float, precheck: Precheck | None,
-           finetune_steps: int | None) -> dict[str, Any] | None:
+           finetune_steps: int | None, widths: str = "uniform") -> dict[str, Any] | None:
     import onnx
 
     from ..pruning import distill, prune_structured, reestimate_batchnorm, steps_for
+    from ..pruning.for_build import distill_inputs, plan_for
     from ..pruning.recover import SMALL_MODEL_MACS, macs_per_sample
     from ..pytorch.source import TorchSource
     from .export import ExportRecord
@@ -187,18 +210,21 @@ def _torch(ctx: BuildContext, ratio: float, precheck: Precheck | None,
     record = ctx.torch_export
     dense = record.source.model
     args = _example_args(ctx)
-    module, report = prune_structured(dense, args, ratio)
-    path, exporter = _export(ctx, module, args, "pruned-arch.onnx")
-    if precheck is not None and not precheck(path):
-        return None
     calib = [ctx.calib.arrays[i["name"]] for i in ctx.inputs]
+    plan = plan_for(ctx, dense, args, calib, ratio) if widths == "sensitivity" else None
+    module, report = prune_structured(dense, args, ratio, None if plan is None else plan.widths)
+    if precheck is not None and not precheck(_architecture(ctx, module, args)):
+        return None
+    data, seconds, described = distill_inputs(ctx, calib)
     macs = macs_per_sample(module, args)
     steps = steps_for(macs) if finetune_steps is None else int(finetune_steps)
-    recovery = distill(module, dense, calib, steps, seed=ctx.config.seed,
-                       threads=1 if macs < SMALL_MODEL_MACS else None)
+    if seconds is not None and finetune_steps is None:
+        steps = DISTILL_MAX_STEPS  # the time budget bounds it
+    recovery = distill(module, dense, data, steps, seed=ctx.config.seed,
+                       threads=1 if macs < SMALL_MODEL_MACS else None, seconds=seconds,
+                       progress=not ctx.config.quiet, data=described)
     recovery.batchnorm_layers = reestimate_batchnorm(module, calib)
-    if recovery.distill_steps or recovery.batchnorm_layers:
-        path, exporter = _export(ctx, module, args, "pruned.onnx")
+    path, exporter = _export(ctx, module, args, "pruned.onnx")
     float_path = ctx.workdir / "float-pruned.onnx"
     shutil.copyfile(path, float_path)  # later stages rewrite float_path; check_export reads path
     os.chmod(float_path, 0o600)
@@ -211,8 +237,14 @@ def _torch(ctx: BuildContext, ratio: float, precheck: Precheck | None,
     ctx.report("  channels kept: " + ", ".join(f"{k} {a}->{b}" for k, (a, b) in changed.items())
                + f"; params {report.params_before:,} -> {report.params_after:,}")
     if recovery.distill_steps:
-        ctx.report(f"  distilled {recovery.distill_steps} steps towards the dense model "
-                   f"({recovery.distill_seconds:.1f} s, loss {recovery.loss_before:.4g} -> "
-                   f"{recovery.loss_after:.4g}); BatchNorm layers re-estimated: "
+        ctx.report(f"  distilled {recovery.distill_steps} steps towards the dense model on "
+                   f"{recovery.data} ({recovery.distill_seconds:.1f} s, held-out loss "
+                   f"{recovery.loss_before:.4g} -> {recovery.loss_after:.4g}, stopped: "
+                   f"{recovery.stopped}); BatchNorm layers re-estimated: "
                    f"{recovery.batchnorm_layers}")
-    return {**report.to_dict(), "macs_per_sample": int(macs), "recovery": recovery.to_dict()}
+    if recovery.distill_steps and not recovery.fell:
+        ctx.warn(f"distillation stopped: {recovery.stopped}")
+    section = {**report.to_dict(), "macs_per_sample": int(macs), "recovery": recovery.to_dict()}
+    if plan is not None:
+        section["width_plan"] = plan.to_dict()
+    return section

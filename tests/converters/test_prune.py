@@ -121,6 +121,8 @@ def test_cli_prune_builds_a_smaller_torch_model_that_still_reads_digits(tmp_path
     pruning = manifest["pruning"]
     assert pruning["ratio"] == 0.5 and pruning["method"].startswith("structured")
     assert pruning["channels"]["features.2"] == [64, 32]
+    typed = read_artifact(out).spec.pruning  # the width per layer, typed in the manifest
+    assert typed.widths == "uniform" and typed.channels["features.2"] == (64, 32)
     assert all(after % 8 == 0 for name, (_, after) in pruning["channels"].items()
                if name != "head.4")
     assert pruning["recovery"]["distillation"]["steps"] > 0

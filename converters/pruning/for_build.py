@@ -1,0 +1,86 @@
+"""What the prune stage needs from a build: the width plan and the distillation data.
+
+``plan_for`` turns a pruning ratio into per-group widths on the build's target: the goal
+is the estimated int8 latency that uniform pruning at that ratio reaches (so the ratio the
+budget search bisects means the same in both modes), and ``widths.plan_widths`` spends it
+where the measured output error per saved millisecond is lowest.
+
+``distill_inputs`` reads ``--distill-data`` once per build (the search prunes at several
+ratios); without it the calibration inputs are used, and the build says plainly that a
+pretrained model pruned without data loses accuracy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..context import BuildConfig, BuildContext, Dataset
+from ..data import has_data, load_dataset
+from .structured import prune_structured
+from .widths import WidthPlan, measure_groups, op_seconds_by_module, plan_widths
+
+CORRECTIONS = 4  # plans estimated per ratio at most
+
+NO_DATA = ("pruning without --distill-data: the pruned model is distilled on the {n} "
+           "calibration samples only, and a pretrained model pruned without data loses "
+           "accuracy; prefer the other levers (calibration method, float fallback, a larger "
+           "target or a looser budget) or pass --distill-data with a few hundred unlabelled "
+           "inputs")
+_LOADED: list[tuple[BuildConfig, Dataset]] = []  # one slot: the last build's distill data
+
+
+def plan_for(ctx: BuildContext, dense: Any, args: tuple[Any, ...], calib: list[np.ndarray],
+             ratio: float) -> WidthPlan | None:
+    """Per-group widths as fast as uniform ``ratio``'s estimate; None without a cost model."""
+    if ctx.profile.cost_model is None:
+        ctx.warn(f"target {ctx.profile.name!r} has no [cost_model]: per-layer widths cannot "
+                 "weigh latency, every layer is pruned by the same ratio")
+        return None
+    groups, dense_s = measure_groups(dense, args, calib, ctx.profile)
+    # the latency uniform widths reach at this ratio: sensitivity-aware widths reach it too,
+    # at less error, so a ratio means the same budget in both modes (and stays monotone)
+    uniform, _ = prune_structured(dense, args, ratio)
+    goal = aim = op_seconds_by_module(uniform, args, ctx.profile)[1]
+    for _ in range(CORRECTIONS):
+        plan = plan_widths(groups, dense_s, aim)
+        # the model is linear in channels; the estimator is not (per-call overheads, SIMD
+        # lanes): estimate the planned architecture and aim lower by the shortfall
+        pruned, _ = prune_structured(dense, args, ratio, plan.widths)
+        actual = op_seconds_by_module(pruned, args, ctx.profile)[1]
+        if actual <= goal * 1.01 or not plan.reachable:
+            break
+        aim *= goal / actual
+    plan.target_latency_s = goal
+    thinned = {n: w for n, w in plan.widths.items()
+               if w < next(g.channels for g in groups if g.name == n)}
+    ctx.report(f"  widths for {goal * 1e3:.4g} ms (uniform {ratio:g}'s estimate): "
+               f"{len(thinned)} of {len(groups)} "
+               f"group(s) thinned, predicted output error {plan.predicted_error:.4f}"
+               + ("" if plan.reachable else " (target not reachable: every group at its floor)"))
+    return plan
+
+
+def distill_inputs(ctx: BuildContext,
+                   calib: list[np.ndarray]) -> tuple[list[np.ndarray], float | None, str]:
+    """The arrays to distil on, the time budget, and how the data is described."""
+    config = ctx.config
+    seconds = None if config.distill_time is None else float(config.distill_time)
+    if not has_data(config.distill_data):
+        ctx.warn(NO_DATA.format(n=len(calib[0])))
+        return calib, seconds, "calibration inputs, no labels"
+    data = _load(ctx)
+    arrays = [data.arrays[i["name"]] for i in ctx.inputs if i["name"] in data.arrays]
+    return arrays, seconds, f"--distill-data {data.source}, {len(data)} samples, no labels"
+
+
+def _load(ctx: BuildContext) -> Dataset:
+    config = ctx.config
+    if _LOADED and _LOADED[0][0] is config:
+        return _LOADED[0][1]
+    fed = [i for i in ctx.inputs if i["name"] not in config.consts]
+    data, _ = load_dataset(config.distill_data, fed, config.preprocess,
+                           progress=not config.quiet, seed=config.seed)
+    _LOADED[:] = [(config, data)]
+    return data
