@@ -81,11 +81,10 @@ class LoadData(Stage):
         elif calib.synthetic:
             ctx.calib, val = calib, calib.take(slice(0, min(8, len(calib))))
         else:
-            ctx.calib, val = split(calib, config.calib_samples, config.seed)
+            ctx.calib, val, shared = split(calib, config.calib_samples, config.seed)
         ctx.val = val.take(slice(0, config.val_samples))
-        # split() puts the shared samples first in the validation half
-        shared = (0 if has_data(config.val) or calib.synthetic
-                  else max(0, min(len(ctx.calib) - len(calib) // 2, len(ctx.val))))
+        # split() puts the shared samples first in the validation set
+        shared = 0 if has_data(config.val) or calib.synthetic else min(shared, len(ctx.val))
         ctx.extra_manifest["calibration"] = {"samples": len(ctx.calib), "validation_samples": len(ctx.val),
                                              "validation_also_calibrated": shared}
         check_calibration_size(ctx.calib, ctx.warn)
@@ -97,12 +96,13 @@ class LoadData(Stage):
                    + (" [synthetic]" if calib.synthetic else ""))
 
 
-def split(data: Any, calib_samples: int, seed: int) -> tuple[Any, Any]:
-    """Shuffle once; calibrate on every sample (at most calib_samples), validate on a half.
+def split(data: Any, calib_samples: int, seed: int) -> tuple[Any, Any, int]:
+    """Shuffle once; calibrate on every sample (at most calib_samples); validate on what is
+    left when that is at least half the data, else on the second half, whose first samples
+    then also calibrate. Returns (calibration, validation, samples both hold).
 
-    The validation half is a subset of the calibration set: the shipped model sees all the
-    data (issue 15: halving it cost accuracy), and validation chooses among methods and
-    reports. ``--val`` gives a disjoint validation set."""
+    The shipped model sees all the data it may (issue 15: halving it cost accuracy) while
+    validation stays held out whenever the data allows; ``--val`` gives a disjoint set."""
     count = len(data)
     if count < 2:
         raise CalibrationError(
@@ -111,4 +111,7 @@ def split(data: Any, calib_samples: int, seed: int) -> tuple[Any, Any]:
         )
     order = np.random.default_rng(seed).permutation(count)
     n_calib = max(1, min(calib_samples, count))
-    return data.take(order[:n_calib]), data.take(order[count // 2:])
+    calib = data.take(order[:n_calib])
+    if count - n_calib >= count // 2:
+        return calib, data.take(order[n_calib:]), 0
+    return calib, data.take(order[count // 2:]), n_calib - count // 2

@@ -1,4 +1,5 @@
-"""Every calibration sample calibrates; the validation half is drawn from them, not cut out."""
+"""Every calibration sample calibrates; validation is held out when the data allows, and
+otherwise drawn from them, not cut out."""
 
 from __future__ import annotations
 
@@ -9,12 +10,22 @@ from edgekit.converters.stages.data import split
 
 def test_split_keeps_every_sample_for_calibration() -> None:
     data = Dataset({"x": np.arange(10, dtype=np.float32)[:, None]})
-    calib, val = split(data, calib_samples=256, seed=0)
-    assert len(calib) == 10 and len(val) == 5
+    calib, val, shared = split(data, calib_samples=256, seed=0)
+    assert len(calib) == 10 and len(val) == 5 and shared == 5
     assert set(val.arrays["x"][:, 0]) <= set(calib.arrays["x"][:, 0])
 
 
 def test_split_caps_calibration_at_calib_samples() -> None:
     data = Dataset({"x": np.arange(10, dtype=np.float32)[:, None]})
-    calib, _ = split(data, calib_samples=4, seed=0)
+    calib, val, shared = split(data, calib_samples=4, seed=0)
     assert len(calib) == 4
+    # enough left over: validation is held out, not drawn from the calibration samples
+    assert len(val) == 6 and shared == 0
+    assert not set(val.arrays["x"][:, 0]) & set(calib.arrays["x"][:, 0])
+
+
+def test_split_overlaps_only_the_samples_it_must() -> None:
+    data = Dataset({"x": np.arange(10, dtype=np.float32)[:, None]})
+    calib, val, shared = split(data, calib_samples=7, seed=0)
+    assert len(calib) == 7 and len(val) == 5 and shared == 2
+    assert len(set(val.arrays["x"][:, 0]) & set(calib.arrays["x"][:, 0])) == 2
