@@ -1,7 +1,6 @@
 """The input fast path of issue 17, side by side in one process, printed as ratios.
 
     python tools/bench_fastpath.py [--vision A.edgekit --source A.onnx] [--rounds N]
-    python tools/bench_runtime.py --only fastpath      (the same, as part of the runtime bench)
 
 On a 224x224 MobileNetV2-like net (random weights: speed only), batch 1, 1 and 2 threads:
 

@@ -12,7 +12,7 @@ multiples of 8 pay for the padded SIMD lanes without using them.
 
     python tools/bench_prune.py                 # digits + MobileNetV2-like @ 160x160
     python tools/bench_prune.py --threads 2 --ratios 0.25,0.5
-    python tools/bench_prune.py --budget        # tools/bench_prune_budget.py: a latency budget
+    python tools/bench_prune_budget.py          # a latency budget
                                                 # 25% under dense, uniform vs sensitivity widths,
                                                 # distillation curves, an impossible budget's exit 3
 """
@@ -138,14 +138,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--ratios", default="0.25,0.5,0.75")
     ap.add_argument("--skip-mobilenet", action="store_true")
-    ap.add_argument("--budget", action="store_true",
-                    help="run tools/bench_prune_budget.py (its own flags after --)")
-    args, rest = ap.parse_known_args()
-    if args.budget:
-        import bench_prune_budget
-
-        sys.argv = [sys.argv[0], *[a for a in rest if a != "--"]]
-        return bench_prune_budget.main()
+    args = ap.parse_args()
     ratios = [float(r) for r in args.ratios.split(",")]
     import torch
     import zoo

@@ -10,8 +10,9 @@
 2. auto       ``threads="auto"`` throughput vs the best fixed count, MobileNetV2-like int8 (>= 95%)
 3. hog        a CPU-hog process started mid-run: re-tune delay (<= 5 s) and throughput vs the
               best fixed count under the same hog (>= 90%)
-   fastpath   (``--only fastpath``, ``tools/bench_fastpath.py``) .tflite predict NCHW and NHWC
-              vs the raw invoke, uint8 frames through submit, onnx predict vs ORT's U8S8 model
+   (the input fast path of issue 17 is its own command, ``tools/bench_fastpath.py``, which
+   uses this file's helpers: .tflite predict NCHW and NHWC vs the raw invoke, uint8 frames
+   through submit, onnx predict vs ORT's U8S8 model)
 4. power      fake sysfs tree mains -> battery -> throttled under a steady request stream:
               the batcher's policy per phase, energy per sample vs a fixed batch-1 policy
               (>= 20% less on battery and throttled) and p95 request latency vs the rpi4
@@ -385,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--medium", help="MobileNetV2-like int8 artifact (default: build one)")
     parser.add_argument("--vision", help="224x224 int8 artifact with onnx and tflite models "
                         "(default: build a MobileNetV2-like one)")
-    parser.add_argument("--only", choices=["overhead", "power", "fastpath"],
+    parser.add_argument("--only", choices=["overhead", "power"],
                         help="run one part (the claims of the others are left out)")
     parser.add_argument("--quick", action="store_true", help="shorter phases (noisier)")
     parser.add_argument("--json", action="store_true")
@@ -395,13 +396,6 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         print("building artifacts ...", file=sys.stderr)
-        if args.only == "fastpath":  # issue 17's input path: tools/bench_fastpath.py
-            import bench_fastpath
-
-            vision = Path(args.vision) if args.vision else build_vision(work / "mnv2_224.edgekit")
-            bench_fastpath.print_rows(rows := bench_fastpath.fastpath(
-                vision, vision.with_suffix(".onnx"), work, rounds=int(12 * q)))
-            return 0 if all(r[3] for r in rows) else 1
         small = Path(args.small) if args.small else build_small(work / "digits.edgekit")
         results: dict[str, Any] = {}
         if args.only in (None, "overhead"):
