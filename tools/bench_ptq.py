@@ -67,28 +67,13 @@ def edgekit_int8(src: Path, calib: np.ndarray, work: Path, **options: Any) -> tu
 
 
 def ort_int8(src: Path, calib: np.ndarray, work: Path) -> tuple[Path, Path]:
-    """onnxruntime's own static quantization: QDQ, uint8 activations, per-channel int8 weights."""
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    class Reader(CalibrationDataReader):
-        def __init__(self) -> None:
-            self.items = iter({"input": row[None]} for row in calib)
-
-        def get_next(self):  # noqa: ANN202 - onnxruntime's interface
-            return next(self.items, None)
+    """onnxruntime's own static quantization (bench_peers.ort_u8s8: QDQ, uint8 activations,
+    per-channel int8 weights); the pre-processed float model beside it."""
+    from bench_peers import ort_u8s8
 
     work.mkdir(parents=True, exist_ok=True)
-    pre, out = work / "ort.pre.onnx", work / "ort.int8.onnx"
-    quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)
-    quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True)
-    return pre, out
+    out = ort_u8s8(src, work / "ort.int8.onnx", calib)
+    return out.with_suffix(".pre.onnx"), out
 
 
 def logits(path: Path, x: np.ndarray, exact: bool) -> np.ndarray:
