@@ -176,9 +176,10 @@ class Model:
             # (stored as one on every Session.swap); onnxruntime's C run is called directly;
             # only one call in SAMPLE_STRIDE is timed while calls are fast (edgekit/stats.py).
             # NaN/inf would be quantized silently: one BLAS dot product finds them (inf or
-            # NaN sums to non-finite; a finite overflow is re-checked element by element).
+            # NaN sums to non-finite; a finite overflow, |x| above ~1e19, is re-checked element
+            # by element, after numpy warns of the overflow).
             # ravel().dot is the cheapest check measured in place: vdot +5%, a ufunc reduce
-            # (sum, max) +9..14%, ravel().dot +3% of a 106 us call (tools/bench_runtime.py).
+            # (sum, max) +9..14%, ravel().dot +3% of the digits call (interleaved, loaded VM).
             if self._check_finite and not _isfinite((flat := x.ravel()).dot(flat)):
                 check_array(self.inputs[0], x)  # raises the InputError naming the input
             call, names, options, threads = self._fast  # type: ignore[misc]  # set at load
