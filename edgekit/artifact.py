@@ -36,8 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgekit.errors import ArtifactError
-from edgekit.manifest import SCHEMA_VERSION, Manifest
+from edgekit.backends import Backend, backends_for, by_name
+from edgekit.errors import ArtifactError, RuntimeUnavailableError
+from edgekit.manifest import SCHEMA_VERSION, Manifest, ModelEntry
 from edgekit.onnx_scan import check_self_contained
 from edgekit.signing import PublicKey, Signature, verify_manifest
 from edgekit.tempfiles import remove_stale_beside, temp_beside
@@ -254,3 +255,35 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def choose_model(artifact: Artifact, backend: str | None = None
+                 ) -> tuple[ModelEntry, type[Backend]]:
+    """Pick the model entry and backend class: the one whose runtime is installed, in the
+    order of the target profile's preferred formats."""
+    spec = artifact.spec
+    entries = {m.format: m for m in spec.models}
+    if backend is not None:
+        cls = by_name(backend)
+        if cls.format not in entries:
+            raise RuntimeUnavailableError(
+                f"backend {backend!r} runs {cls.format} models; the artifact holds "
+                f"{', '.join(entries)}"
+            )
+        if not cls.available():
+            raise RuntimeUnavailableError(
+                f"backend {backend!r} is not installed (pip install {cls.package})"
+            )
+        return entries[cls.format], cls
+    preferred = spec.target.profile.runtime.formats
+    order = [f for f in preferred if f in entries] + [f for f in entries if f not in preferred]
+    tried = []
+    for fmt in order:
+        for cls in backends_for(fmt):
+            if cls.available():
+                return entries[fmt], cls
+            tried.append(f"{cls.name} (pip install {cls.package})")
+    raise RuntimeUnavailableError(
+        f"no installed runtime can run this artifact (it holds {', '.join(order)}); "
+        f"install one of: {', '.join(tried) or 'nothing registered'}"
+    )

@@ -7,6 +7,7 @@ the model, so this module is the top of the runtime's import graph.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable, Iterable
@@ -15,19 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgekit.artifact import Artifact, read_artifact
-from edgekit.backends import Backend, BackendOptions, TensorSpec, backends_for, by_name
+from edgekit.artifact import Artifact, choose_model, read_artifact
+from edgekit.backends import Backend, BackendOptions, TensorSpec
 from edgekit.batcher import Batcher
-from edgekit.errors import (
-    EdgekitError,
-    InputError,
-    ModelClosedError,
-    RuntimeUnavailableError,
-)
-from edgekit.manifest import Manifest, ModelEntry
+from edgekit.errors import EdgekitError, InputError, ModelClosedError
+from edgekit.manifest import Manifest
 from edgekit.policy import TunerOptions
 from edgekit.power import PowerMonitor, Thresholds
-from edgekit.session import RuntimeOptions, Session, all_finite, check_array, inference_error
+from edgekit.session import RuntimeOptions, Session, check_array, inference_error
 from edgekit.stats import SAMPLE_BELOW_S, SAMPLE_STRIDE, Recorder, StatsParts, model_stats
 from edgekit.tuner import ThreadTuner
 
@@ -36,38 +32,7 @@ if TYPE_CHECKING:
 
 _F32 = np.dtype(np.float32)
 _NDARRAY = np.ndarray  # a module global: one lookup fewer on predict's fast path
-
-
-def choose_model(artifact: Artifact, backend: str | None = None
-                 ) -> tuple[ModelEntry, type[Backend]]:
-    """Pick the model entry and backend class: the one whose runtime is installed, in the
-    order of the target profile's preferred formats."""
-    spec = artifact.spec
-    entries = {m.format: m for m in spec.models}
-    if backend is not None:
-        cls = by_name(backend)
-        if cls.format not in entries:
-            raise RuntimeUnavailableError(
-                f"backend {backend!r} runs {cls.format} models; the artifact holds "
-                f"{', '.join(entries)}"
-            )
-        if not cls.available():
-            raise RuntimeUnavailableError(
-                f"backend {backend!r} is not installed (pip install {cls.package})"
-            )
-        return entries[cls.format], cls
-    preferred = spec.target.profile.runtime.formats
-    order = [f for f in preferred if f in entries] + [f for f in entries if f not in preferred]
-    tried = []
-    for fmt in order:
-        for cls in backends_for(fmt):
-            if cls.available():
-                return entries[fmt], cls
-            tried.append(f"{cls.name} (pip install {cls.package})")
-    raise RuntimeUnavailableError(
-        f"no installed runtime can run this artifact (it holds {', '.join(order)}); "
-        f"install one of: {', '.join(tried) or 'nothing registered'}"
-    )
+_isfinite = math.isfinite
 
 
 def thresholds_for(spec: Manifest) -> Thresholds:
@@ -106,7 +71,8 @@ class Model:
         self._closed = False
         self._lock = threading.Lock()  # lazy creation of the monitor and the batcher
         # predict's fast path reads one attribute: the live backend's run and thread count
-        self._fast: tuple[Callable[..., list[np.ndarray]], int] | None = None
+        self._fast: tuple[Callable[..., list[np.ndarray]], list[str] | None, Any, int
+                          ] | None = None
         self.session.on_swap(self._on_swap)
         if options.auto:
             profile = self.spec.target.profile
@@ -126,7 +92,21 @@ class Model:
                 allow_spinning=options.allow_spinning and self.policy != "efficiency")))
 
     def _on_swap(self, backend: Backend) -> None:
-        self._fast = (backend.run, backend.options.threads)  # one store: swapped as one
+        native = backend.native_call
+        if native is not None:
+            call, names, options = native
+            self._fast = (call, names, options, backend.options.threads)
+        else:  # one store: swapped as one
+            self._fast = (backend.run, None, None, backend.options.threads)
+
+    def _run_checked(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """The backend's own ``run`` with its errors typed (predict's fallback)."""
+        try:
+            return self.session.backend.run(feeds)
+        except EdgekitError:
+            raise
+        except Exception as exc:
+            raise inference_error(self.runtime, feeds, exc) from exc
 
     def _vectors(self) -> dict[str, np.ndarray]:
         try:
@@ -190,28 +170,41 @@ class Model:
         """Run the model. One output: an array; several: a dict by output name."""
         if type(x) is _NDARRAY and x.dtype is _F32 and x.shape in self._fast_shapes:
             # Same shape and dtype as an earlier valid call that ran as one backend call:
-            # skip validation (runtimes copy a non-contiguous array themselves). On a 29 us
-            # model every attribute lookup here shows, so the live backend's run and thread
-            # count are one tuple (stored as one on every Session.swap), and only one call
-            # in SAMPLE_STRIDE is timed while calls are fast (see edgekit/stats.py).
-            # NaN/inf would be quantized silently: one dot product finds them (all_finite)
-            if self._check_finite and not all_finite(x):
+            # skip validation (runtimes copy a non-contiguous array themselves). On a ~100 us
+            # model every bytecode here shows (the runtime's call leaves the caches cold for
+            # it), so: the live backend's call, its arguments and thread count are one tuple
+            # (stored as one on every Session.swap); onnxruntime's C run is called directly;
+            # only one call in SAMPLE_STRIDE is timed while calls are fast (edgekit/stats.py).
+            # NaN/inf would be quantized silently: one BLAS dot product finds them (inf or
+            # NaN sums to non-finite; a finite overflow, |x| above ~1e19, is re-checked element
+            # by element, after numpy warns of the overflow).
+            # ravel().dot is the cheapest check measured in place: vdot +5%, a ufunc reduce
+            # (sum, max) +9..14%, ravel().dot +3% of the digits call (interleaved, loaded VM).
+            if self._check_finite and not _isfinite((flat := x.ravel()).dot(flat)):
                 check_array(self.inputs[0], x)  # raises the InputError naming the input
-            run, threads = self._fast  # type: ignore[misc]  # set before any predict
+            call, names, options, threads = self._fast  # type: ignore[misc]  # set at load
             skip = self._skip
             try:  # free in CPython 3.11 while nothing raises
                 if skip:
                     self._skip = skip - 1
-                    results = run({self._fast_name: x})
+                    results = (call({self._fast_name: x}) if names is None
+                               else call(names, {self._fast_name: x}, options))
                 else:
                     t0 = perf_counter()
-                    results = run({self._fast_name: x})
+                    results = (call({self._fast_name: x}) if names is None
+                               else call(names, {self._fast_name: x}, options))
                     t1 = perf_counter()
                     stride = SAMPLE_STRIDE if t1 - t0 < SAMPLE_BELOW_S else 1
                     self._skip = stride - 1
                     self._recorder.add(t0, t1, x.shape[0], threads, stride)
             except EdgekitError:
                 raise
+            except TypeError as exc:
+                if names is None:
+                    raise inference_error(self.runtime, {self._fast_name: x}, exc) from exc
+                # the direct C call refused its arguments (an onnxruntime release changed
+                # it): the backend's run answers, through the public API when it must
+                results = self._run_checked({self._fast_name: x})
             except Exception as exc:  # the runtime's own types: one typed error
                 raise inference_error(self.runtime, {self._fast_name: x}, exc) from exc
         else:

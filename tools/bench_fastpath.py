@@ -7,6 +7,8 @@ On a 224x224 MobileNetV2-like net (random weights: speed only), batch 1, 1 and 2
 1. .tflite ``predict`` (float NCHW) / a raw LiteRT ``set_tensor``/``invoke``/``get_tensor``
    with an input quantized beforehand (needs <= 1.05);
 2. .tflite ``predict`` of the same image in NHWC / the raw call (no transpose: <= 1.05);
+   and, for information, the input write with the rounding add (``tflite_io._MAGIC``) / with
+   the separate rint + add + cast passes it replaced (thread CPU time);
 3. ``submit(uint8 frame).result()`` / ``submit(float NCHW).result()`` (the frame is
    preprocessed on the caller's thread straight into NHWC);
 4. edgekit ``--target host --format onnx`` through ``predict`` vs onnxruntime's own
@@ -21,6 +23,7 @@ shared machine and read the medians.
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 import tempfile
 from pathlib import Path
@@ -50,6 +53,9 @@ def tflite_rows(vision: Path, threads: int, rounds: int) -> list[tuple[str, floa
     r = paired(lambda: model.predict(nhwc), raw, rounds, threads)
     rows.append((f".tflite predict NHWC / raw invoke ({threads}t)", r["ratio"], "<= 1.05",
                  r["ratio"] <= 1.05))
+    if threads == 1:  # the write alone, on this thread: no second interpreter in the loop
+        rows.append((".tflite input write, rounding add / rint+add+cast passes (1t)",
+                     write_ratio(model, x, rounds), "info (time)", True))
     # submit: the caller waits on the worker thread, so wall time at any thread count
     r = paired(lambda: model.submit(frame).result(), lambda: model.submit(x).result(),
                rounds, 2)
@@ -57,6 +63,21 @@ def tflite_rows(vision: Path, threads: int, rounds: int) -> list[tuple[str, floa
                  "info (time)", True))
     model.close()
     return rows
+
+
+def write_ratio(model: Any, x: np.ndarray, rounds: int) -> float:
+    """The LiteRT input write (NCHW float -> int8 NHWC) with the rounding add
+    (``tflite_io._MAGIC``) / with the separate rint, add and cast passes it replaced; the
+    same codes, checked first."""
+    plan = model.backend._in[0]  # noqa: SLF001 - the write path itself
+    chain = copy.copy(plan)
+    chain._magic = None  # noqa: SLF001 - the passes before the rounding add
+    chain._buffer = chain._codes = None  # noqa: SLF001 - buffers of its own
+    a, b = np.empty(plan.shape, plan.dtype), np.empty(plan.shape, plan.dtype)
+    plan.write(x, a)
+    chain.write(x, b)
+    np.testing.assert_array_equal(a, b)
+    return paired(lambda: plan.write(x, a), lambda: chain.write(x, b), rounds, 1)["ratio"]
 
 
 def onnx_rows(source: Path, work: Path, threads: list[int], rounds: int

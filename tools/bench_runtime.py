@@ -121,6 +121,9 @@ def bare_call(model: Any, x: np.ndarray) -> Any:
     backend = model.backend
     if model.format == "onnx":
         feeds = {model.inputs[0].name: x}
+        if backend.native_call is not None:  # the C run itself, as predict calls it
+            native, names, options = backend.native_call
+            return lambda: native(names, feeds, options)
         run = backend.run
         return lambda: run(feeds)
     interpreter = backend.interpreter

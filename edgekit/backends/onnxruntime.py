@@ -65,6 +65,7 @@ class OnnxRuntimeBackend(Backend):
         if callable(native):
             self.run = _bind(native, self.session, self._output_names,  # type: ignore[method-assign]
                              self._run_options)
+            self.native_call = (native, self._output_names, self._run_options)
 
     @classmethod
     def available(cls) -> bool:

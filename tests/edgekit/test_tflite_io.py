@@ -34,6 +34,28 @@ def test_fused_write_matches_the_old_chain_bit_for_bit(scale: float, zp: int) ->
     np.testing.assert_array_equal(dequantize(codes, scale, zp), old)
 
 
+@pytest.mark.parametrize(("dtype", "zp", "perm", "channels"), [
+    (np.int8, -7, (0, 1, 2, 3), 3),  # an odd zero point, laid out already (identity)
+    (np.int8, 0, (0, 2, 3, 1), 1),  # one channel: NCHW and NHWC hold the same bytes
+    (np.uint8, 128, (0, 2, 3, 1), 3),  # uint8 codes
+    (np.uint8, 77, (0, 1, 2, 3), 2),
+])
+def test_every_write_path_gives_the_reference_codes(dtype: type, zp: int,
+                                                    perm: tuple[int, ...], channels: int) -> None:
+    """The rounding add (tflite_io._MAGIC) on every path, with ties, saturation and huge
+    values: exactly clip(rint(x / scale) + zp)."""
+    scale = 0.0173
+    x = np.random.default_rng(1).normal(0.0, 2.0, (2, channels, 5, 6)).astype(np.float32)
+    x.flat[:30] = (np.arange(30) - 15) * np.float32(scale) * 0.5
+    x.flat[30:34] = [1e30, -1e30, 127.5 * scale, -128.5 * scale]
+    shape = tuple(x.shape[i] for i in perm)
+    plan = InputPlan(index=0, dtype=np.dtype(dtype), shape=shape, perm=perm, scale=scale,
+                     zero_point=zp)
+    info = np.iinfo(dtype)
+    want = np.clip(np.rint(x / np.float32(scale)) + zp, info.min, info.max).astype(dtype)
+    np.testing.assert_array_equal(plan.quantize(x), want.transpose(perm))
+
+
 def test_uint8_frame_equals_normalize_then_predict(digits_artifact) -> None:
     with edgekit.load(digits_artifact, backend="litert", threads=1) as model:
         spec = default_spec(model.inputs[0].shape, "NCHW")
