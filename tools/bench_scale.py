@@ -8,7 +8,8 @@
    (exact comparison, every tensor and field), for minmax, percentile (signed and |x|
    histograms) and entropy.
 
-    python tools/bench_scale.py [--cells 4] [--samples 10000] [--shards 4]
+    python tools/bench_scale.py [--cells 6] [--samples 10000] [--shards 4]
+    python tools/bench_scale.py --only throughput     # the 1-vs-2-worker ratio alone
 
 Needs the [ray] extra. Run on an idle machine: the figures are wall-clock.
 """
@@ -163,14 +164,20 @@ def main() -> int:
     parser.add_argument("--cells", type=int, default=6, help="builds in the matrix")
     parser.add_argument("--samples", type=int, default=10_000)
     parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--only", choices=("throughput", "calibration"),
+                        help="run one of the two measurements")
     args = parser.parse_args()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     # other processes' load moves these figures: the 1-minute load average says how much
     print(f"machine: {os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.1f}")
-    print(f"matrix throughput (digits CNN x {args.cells} target cells, one build per task):")
-    throughput(args.cells)
-    print(f"merged calibration ({args.samples} samples, exact equality with one process):")
-    ok = merged_calibration(args.samples, args.shards)
+    ok = True
+    if args.only in (None, "throughput"):
+        print(f"matrix throughput (digits CNN x {args.cells} target cells, one build per task):")
+        throughput(args.cells)
+    if args.only in (None, "calibration"):
+        print(f"merged calibration ({args.samples} samples, exact equality with one process):")
+        ok = merged_calibration(args.samples, args.shards)
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     return 0 if ok else 1
 
 
