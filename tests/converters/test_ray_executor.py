@@ -72,6 +72,33 @@ def test_a_task_error_comes_back_with_its_own_type(cluster):
         cluster.map(_refuse_three, list(range(6)), label="refusing", quiet=True)
 
 
+def test_local_imap_builds_only_what_is_taken():
+    """The search stops at the first candidate that fits: locally, the rest is never built."""
+    from edgekit.converters.executor.local import LocalExecutor
+
+    seen: list[int] = []
+
+    def square(item: int) -> int:
+        seen.append(item)
+        return item * item
+
+    results = LocalExecutor().imap(square, list(range(6)), label="squares", quiet=True)
+    assert [next(results), next(results)] == [0, 1]
+    results.close()
+    assert seen == [0, 1]
+
+
+def _square(item: int) -> int:
+    return item * item
+
+
+def test_ray_imap_gives_results_in_order_and_closes_early(cluster):
+    results = cluster.imap(_square, list(range(6)), label="squares", quiet=True)
+    assert [next(results), next(results), next(results)] == [0, 1, 4]
+    results.close()  # the three left are cancelled; the cluster takes more work after
+    assert list(cluster.imap(_square, [7, 8], label="squares", quiet=True)) == [49, 64]
+
+
 def _kill_own_worker_once(item: tuple[str, int]) -> tuple[int, int]:
     marker, value = item
     if value == 2 and not os.path.exists(marker):
