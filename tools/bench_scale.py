@@ -3,12 +3,17 @@
 1. Throughput: a small matrix (the digits CNN x target profiles) built as Ray tasks, one
    build per task, on a local cluster of 1 worker and then of 2; builds per minute of each
    and their ratio, measured side by side in one run.
-2. Merged calibration: 10,000 samples calibrated by onnxruntime's calibrators in one process,
+2. Search candidates as tasks: one budget search (the digits CNN, ``--method auto`` at one prune
+   ratio: four candidates, the search's largest independent batch) with ``--executor local``
+   and then ``ray`` (2 workers); seconds of each, their ratio, and whether the artifacts are
+   byte-identical (``--only search``).
+3. Merged calibration: 10,000 samples calibrated by onnxruntime's calibrators in one process,
    chunk by chunk, and by ``sharded_calibration`` on Ray shards; the ranges must be equal
    (exact comparison, every tensor and field), for minmax, percentile (signed and |x|
    histograms) and entropy.
 
-    python tools/bench_scale.py [--cells 4] [--samples 10000] [--shards 4]
+    python tools/bench_scale.py [--cells 6] [--samples 10000] [--shards 4]
+    python tools/bench_scale.py --only throughput     # the 1-vs-2-worker ratio alone
 
 Needs the [ray] extra. Run on an idle machine: the figures are wall-clock.
 """
@@ -94,6 +99,33 @@ def throughput(cells: int) -> dict[int, float]:
     return rates
 
 
+def search_candidates() -> bool:
+    from edgekit.converters import build
+    from edgekit.converters.executor.shards import executor_for
+
+    executor_for("ray")  # the cluster starts outside the timing
+    warm(executor_for("ray"), 2)
+    seconds: dict[str, float] = {}
+    artifacts: dict[str, bytes] = {}
+    with tempfile.TemporaryDirectory() as out:
+        for kind in ("local", "ray"):
+            began = time.perf_counter()
+            result = build(str(DIGITS_ONNX), target="host", calib=str(DIGITS_NPZ), quiet=True,
+                           output=Path(out) / f"{kind}.edgekit", formats=["onnx"],
+                           method="auto", budgets={"storage_mb": 0.06, "accuracy_drop": 8.0},
+                           calib_samples=64, val_samples=128, prune_ratios=[0.75],
+                           executor=kind)
+            seconds[kind] = time.perf_counter() - began
+            artifacts[kind] = result.path.read_bytes()
+            print(f"  --executor {kind:<5}: {len(result.manifest['search']['candidates'])} "
+                  f"candidate(s) recorded, {seconds[kind]:.1f} s "
+                  f"(load average {os.getloadavg()[0]:.1f})")
+    executor_for("ray").close()
+    same = artifacts["local"] == artifacts["ray"]
+    print(f"  local / ray: {seconds['local'] / seconds['ray']:.2f}x; same artifact bytes: {same}")
+    return same
+
+
 def merged_calibration(samples: int, shards: int) -> bool:
     from edgekit.converters.context import Dataset
     from edgekit.converters.executor.ray_executor import RayExecutor
@@ -163,14 +195,23 @@ def main() -> int:
     parser.add_argument("--cells", type=int, default=6, help="builds in the matrix")
     parser.add_argument("--samples", type=int, default=10_000)
     parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--only", choices=("throughput", "search", "calibration"),
+                        help="run one of the three measurements")
     args = parser.parse_args()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     # other processes' load moves these figures: the 1-minute load average says how much
     print(f"machine: {os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.1f}")
-    print(f"matrix throughput (digits CNN x {args.cells} target cells, one build per task):")
-    throughput(args.cells)
-    print(f"merged calibration ({args.samples} samples, exact equality with one process):")
-    ok = merged_calibration(args.samples, args.shards)
+    ok = True
+    if args.only in (None, "throughput"):
+        print(f"matrix throughput (digits CNN x {args.cells} target cells, one build per task):")
+        throughput(args.cells)
+    if args.only in (None, "search"):
+        print("search candidates as Ray tasks (digits CNN, --method auto, one prune ratio):")
+        ok &= search_candidates()
+    if args.only in (None, "calibration"):
+        print(f"merged calibration ({args.samples} samples, exact equality with one process):")
+        ok &= merged_calibration(args.samples, args.shards)
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     return 0 if ok else 1
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, TypeVar
 
 from edgekit.errors import UserError
@@ -25,5 +25,13 @@ class Executor(Protocol):
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], *, label: str,
             quiet: bool = False) -> list[R]: ...
+
+    def imap(self, fn: Callable[[T], R], items: Sequence[T], *, label: str,
+             quiet: bool = False) -> Iterator[R]:
+        """Results one by one in the items' order, for a caller that may stop early (the
+        search stops at the first candidate that fits): closing the iterator drops the
+        pieces not yet taken. ``local`` computes each piece only when it is asked for;
+        ``ray`` starts them all at once and cancels the ones left on close."""
+        ...
 
     def close(self) -> None: ...

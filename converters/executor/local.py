@@ -4,7 +4,7 @@ executor's result must equal byte for byte."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -27,6 +27,12 @@ class LocalExecutor:
             bar.update(1)
         bar.close()
         return results
+
+    def imap(self, fn: Callable[[T], R], items: Sequence[T], *, label: str,
+             quiet: bool = False) -> Iterator[R]:
+        # lazy: a piece the caller does not ask for is never computed, as before executors
+        for item in items:
+            yield fn(item)
 
     def close(self) -> None:
         pass

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from edgekit.errors import InternalError
@@ -82,15 +82,34 @@ class RayExecutor:
         """CPUs the cluster offers: how many tasks run at once."""
         return int(self._ray.cluster_resources().get("CPU", 1))
 
+    def _submit(self, fn: Callable[[T], R], items: Sequence[T], label: str) -> list[Any]:
+        ray = self._ray
+        self._connect()  # a cluster shut down since (by its owner) is started again
+        # the task's name is the label: `ray::<label>` in ps and in Ray's own tools
+        remote = ray.remote(max_retries=MAX_RETRIES, retry_exceptions=False)(_call).options(
+            name=label)
+        fn_ref = ray.put(fn)  # shipped once, not once per item
+        return [remote.remote(fn_ref, item) for item in items]
+
+    def _failed(self, label: str, exc: Exception, refs: list[Any]) -> BaseException:
+        """The error a map raises for a failed task; the other tasks are cancelled."""
+        ray = self._ray
+        for ref in refs:
+            ray.cancel(ref)
+        if isinstance(exc, ray.exceptions.RayTaskError):
+            cause = exc.cause
+            if isinstance(cause, BaseException):
+                return cause  # the function's own error, typed as it raised it
+            return InternalError(f"{label}: a task failed: {exc}")
+        return InternalError(f"{label}: a task was lost after {MAX_RETRIES} retries "
+                             f"(worker or node died each time): {exc}")
+
     def map(self, fn: Callable[[T], R], items: Sequence[T], *, label: str,
             quiet: bool = False) -> list[R]:
         from tqdm import tqdm
 
         ray = self._ray
-        self._connect()  # a cluster shut down since (by its owner) is started again
-        remote = ray.remote(max_retries=MAX_RETRIES, retry_exceptions=False)(_call)
-        fn_ref = ray.put(fn)  # shipped once, not once per item
-        refs = [remote.remote(fn_ref, item) for item in items]
+        refs = self._submit(fn, items, label)
         bar = tqdm(total=len(refs), desc=label, unit="task", leave=False, file=sys.stderr,
                    disable=True if quiet else None)  # None: a bar on a terminal only
         try:
@@ -101,20 +120,27 @@ class RayExecutor:
                     ray.get(ref)  # the first failure stops the map, not the last
                 bar.update(len(done))
             return [ray.get(ref) for ref in refs]
-        except ray.exceptions.RayTaskError as exc:
-            for ref in refs:
-                ray.cancel(ref)
-            cause = exc.cause
-            if isinstance(cause, BaseException):
-                raise cause from None  # the function's own error, typed as it raised it
-            raise InternalError(f"{label}: a task failed: {exc}") from exc
         except ray.exceptions.RayError as exc:
-            for ref in refs:
-                ray.cancel(ref)
-            raise InternalError(f"{label}: a task was lost after {MAX_RETRIES} retries "
-                                f"(worker or node died each time): {exc}") from exc
+            raise self._failed(label, exc, refs) from None
         finally:
             bar.close()
+
+    def imap(self, fn: Callable[[T], R], items: Sequence[T], *, label: str,
+             quiet: bool = False) -> Iterator[R]:
+        ray = self._ray
+        refs = self._submit(fn, items, label)
+        taken = 0
+        try:
+            for ref in refs:
+                try:
+                    result = ray.get(ref)
+                except ray.exceptions.RayError as exc:
+                    raise self._failed(label, exc, refs) from None
+                taken += 1
+                yield result
+        finally:
+            for ref in refs[taken:]:  # the caller stopped early: the rest is not wanted
+                ray.cancel(ref)
 
     def close(self) -> None:
         if self._owns and self._ray.is_initialized():

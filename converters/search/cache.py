@@ -27,6 +27,22 @@ class PrefixCache:
         self.contexts: dict[Key, BuildContext] = {(): base}
         self.runs: dict[str, int] = {}  # stage -> times it ran (what the cache saved shows here)
 
+    def prefix(self, until: str, configs: Mapping[str, StageConfig] | None = None
+               ) -> tuple[Key, BuildContext, tuple[str, ...]]:
+        """The longest cached prefix of what ``run(until, configs)`` needs: its key, its
+        context, and the stages still to run after it (``search/dispatch.py`` runs them
+        elsewhere)."""
+        configs = dict(configs or {})
+        names = self.plan.until(until)
+        key: Key = ()
+        ctx = self.base
+        for i, name in enumerate(names):
+            longer = (*key, (name, configs.get(name)))
+            if longer not in self.contexts:
+                return key, ctx, names[i:]
+            key, ctx = longer, self.contexts[longer]
+        return key, ctx, ()
+
     def run(self, until: str, configs: Mapping[str, StageConfig] | None = None) -> BuildContext:
         """The context after the plan's stages up to ``until`` with these configs (stages not
         named in ``configs`` take the ones ``configure`` derives from the build config).

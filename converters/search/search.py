@@ -28,6 +28,7 @@ budget each candidate missed and by how much, and no artifact is written.
 from __future__ import annotations
 
 import time
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from ..stages.quantize import QuantizeConfig
 from ..task_accuracy import BuildMetric
 from . import budgets as B
 from .cache import PrefixCache
+from .dispatch import candidate_builds
 
 RATIOS = (0.0, 0.25, 0.375, 0.5, 0.625, 0.75)
 
@@ -194,15 +196,17 @@ class Search:
         except Rejected:
             return False
         built = []
-        for method in self.methods:
-            began = time.perf_counter()
-            configs = {"prune": prune, "calibrate": CalibrateConfig((method,))}
-            mctx = self.cache.run("quantize", configs)
-            built.append(self.evaluate(mctx, ratio, method, [], began))
-            built[-1].configs = configs
-            if built[-1].verdict.fits_with(self.margin):
-                self.stopped_early = True
-                return True
+        each = [({"prune": prune, "calibrate": CalibrateConfig((m,))}, m) for m in self.methods]
+        began = time.perf_counter()
+        # the methods of one ratio are independent: tasks on the executor (search/dispatch.py)
+        with closing(candidate_builds(self.cache, "quantize", each)) as builds:
+            for (configs, method), (mctx, outputs) in zip(each, builds, strict=True):
+                built.append(self.evaluate(mctx, ratio, method, [], began, outputs))
+                built[-1].configs = configs
+                began = time.perf_counter()
+                if built[-1].verdict.fits_with(self.margin):
+                    self.stopped_early = True
+                    return True
         best = min(built, key=Candidate.rank_key)
         if not any(c.verdict.fits for c in built) and best.verdict.hardware_fits():
             # float layers only win back what quantization lost, not what pruning removed
@@ -217,11 +221,13 @@ class Search:
         return any(c.verdict.fits for c in self.candidates if c.ratio == ratio)
 
     def evaluate(self, ctx: BuildContext, ratio: float, method: str, nodes: list[str],
-                 began: float) -> Candidate:
+                 began: float, outputs: list[np.ndarray] | None = None) -> Candidate:
+        """``outputs``: the validation run when a candidate task made it (dispatch.py)."""
         path = ctx.candidates[method]
         ctx.quant_path = path
         ctx.mark("search", "quant_path")  # the search validates; the validate stage does not run
-        outputs = build_outputs(ctx.config, path, ctx.val, exact_int8=True)
+        if outputs is None:
+            outputs = build_outputs(ctx.config, path, ctx.val, exact_int8=True)
         acc = B.accuracy_figures(self.reference[0], outputs[0], ctx.val.labels)
         if self.task is not None and self.task.name not in ("top1", "sqnr"):
             # a task metric (detection, ctc, a user's) bounds the budget, not the cosine
