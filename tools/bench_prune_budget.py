@@ -1,16 +1,18 @@
 """Pruning to a latency budget that keeps accuracy: uniform vs sensitivity-aware widths.
 
-For each model trained on real data, the budget search (``build(budgets=...)``) runs with a
-latency budget 25% below the dense model's int8 estimate on rpi4 and a 1-point accuracy
-budget, once with every layer pruned by the same ratio (``prune_widths="uniform"``) and once
-with per-group widths from measured sensitivity and estimated latency share, both distilled
-on real unlabelled inputs (``distill_data``) that are disjoint from the held-out labelled
-digits the accuracy is measured on. Printed side by side, with the distillation's held-out
+For each model trained on real data (the digits CNN, digit-recognizer-py's MNIST CNN, MTCNN's
+ONet with facenet-pytorch's weights on LFW faces vs photo windows (``face_crops.py``), the
+MobileNet-style net of ``train_ptq_nets.py``), the budget search (``build(budgets=...)``)
+runs with a latency budget 25% below the dense model's int8 estimate on rpi4 and a 1-point
+accuracy budget, once with every layer pruned by the same ratio (``prune_widths="uniform"``)
+and once with per-group widths from measured sensitivity and estimated latency share, both
+distilled on real unlabelled inputs (``distill_data``) disjoint from the held-out labelled
+samples the accuracy is measured on. Printed side by side, with the distillation's held-out
 loss curve. A last run asks a pretrained model for an impossible budget and times the
 exit 3 through the CLI.
 
-    python tools/bench_prune_budget.py                 # digits CNN, MNIST CNN, MobileNet-style
-    python tools/bench_prune_budget.py --models digits --distill-time 20
+    python tools/bench_prune_budget.py                 # all four, then the impossible budget
+    python tools/bench_prune_budget.py --models onet,mobilenet --distill-time 60
 """
 
 from __future__ import annotations
