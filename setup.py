@@ -87,6 +87,8 @@ setup(
         # torchvision would replace the pinned torch
         # ruff pinned: CI runs `ruff check .`, and new releases add rules
         # hypothesis: the bounded artifact fuzz (tests/edgekit/test_loader_bounds.py)
+        # tools/bench_prune_budget.py's face crops: LFW faces and photos shipped in the wheel
+        "bench": ["scikit-image>=0.22"],
         "test": ["pytest>=7", "scikit-learn>=1.3", "ruff==0.17.6", "hypothesis>=6.100",
                  "cryptography>=42"],
     },

@@ -1,16 +1,18 @@
 """Pruning to a latency budget that keeps accuracy: uniform vs sensitivity-aware widths.
 
-For each model trained on real data, the budget search (``build(budgets=...)``) runs with a
-latency budget 25% below the dense model's int8 estimate on rpi4 and a 1-point accuracy
-budget, once with every layer pruned by the same ratio (``prune_widths="uniform"``) and once
-with per-group widths from measured sensitivity and estimated latency share, both distilled
-on real unlabelled inputs (``distill_data``) that are disjoint from the held-out labelled
-digits the accuracy is measured on. Printed side by side, with the distillation's held-out
+For each model trained on real data (the digits CNN, digit-recognizer-py's MNIST CNN, MTCNN's
+ONet with facenet-pytorch's weights on LFW faces vs photo windows (``face_crops.py``), the
+MobileNet-style net of ``train_ptq_nets.py``), the budget search (``build(budgets=...)``)
+runs with a latency budget 25% below the dense model's int8 estimate on rpi4 and a 1-point
+accuracy budget, once with every layer pruned by the same ratio (``prune_widths="uniform"``)
+and once with per-group widths from measured sensitivity and estimated latency share, both
+distilled on real unlabelled inputs (``distill_data``) disjoint from the held-out labelled
+samples the accuracy is measured on. Printed side by side, with the distillation's held-out
 loss curve. A last run asks a pretrained model for an impossible budget and times the
 exit 3 through the CLI.
 
-    python tools/bench_prune_budget.py                 # digits CNN, MNIST CNN, MobileNet-style
-    python tools/bench_prune_budget.py --models digits --distill-time 20
+    python tools/bench_prune_budget.py                 # all four, then the impossible budget
+    python tools/bench_prune_budget.py --models onet,mobilenet --distill-time 60
 """
 
 from __future__ import annotations
@@ -61,44 +63,14 @@ def mnist_cnn() -> Any:
     return net.eval()
 
 
-def mobilenet_digits(calib: Path, seconds: float) -> Any:
-    """A MobileNetV2-style net (width 0.5, 10 classes) trained here on real digits at 32x32."""
-    import torch
-    import zoo
-    from torch.nn import functional as F
-
-    torch.manual_seed(0)
-    threads = torch.get_num_threads()
-    net = zoo.mobilenetv2_like(num_classes=10, width=0.5)
-    data = np.load(calib)
-    x, y = torch.from_numpy(data["x"]), torch.from_numpy(data["y"])
-    opt = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=1e-4)
-    start, step = time.perf_counter(), 0
-    net.train()
-    torch.set_num_threads(1)  # small batches: one thread beats two contended ones
-    while time.perf_counter() - start < seconds:
-        idx = torch.randint(0, len(x), (32,))
-        loss = F.cross_entropy(net(x[idx]), y[idx])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        step += 1
-    torch.set_num_threads(threads)
-    print(f"  MobileNet-style: {step} training steps in {seconds:g} s, last loss {loss.item():.3f}")
-    return net.eval()
-
-
-def to_rgb(size: int) -> Any:
-    """8x8 digits -> [N, 3, size, size]: at 32x32 MobileNetV2's int8 estimate is per-op
-    overhead (half the channels save 7%), at 96x96 it is compute (half save 33%)."""
-    def convert(x8: np.ndarray) -> np.ndarray:
-        import torch
-        from torch.nn import functional as F
-
-        x = torch.from_numpy((x8.reshape(-1, 1, 8, 8) / 16.0).astype(np.float32))
-        x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
-        return x.repeat(1, 3, 1, 1).numpy()
-    return convert
+def saved_split(folder: Path, x: np.ndarray, y: np.ndarray, x_held: np.ndarray,
+               y_held: np.ndarray) -> tuple[Path, Path, Path]:
+    """Calibration (with labels), the same inputs unlabelled for distillation, held-out set."""
+    paths = folder / "calib.npz", folder / "distill.npz", folder / "val.npz"
+    np.savez(paths[0], x=x, y=y)
+    np.savez(paths[1], x=x)
+    np.savez(paths[2], x=x_held, y=y_held)
+    return paths
 
 
 def dense_estimate_ms(module: Any, example: Any, folder: Path) -> float:
@@ -121,7 +93,7 @@ def run_budget(name: str, make: Any, example: Any, paths: tuple[Path, Path, Path
     dense_ms = dense_estimate_ms(make(), example, folder)
     budget = round(dense_ms * 0.75, 4)
     print(f"\n== {name}: rpi4 int8 estimate {dense_ms:.3f} ms -> budget {budget:.3f} ms (-25%), "
-          "accuracy budget 1 pt, held-out real digits")
+          "accuracy budget 1 pt on held-out real data")
     print(f"{'widths':>12} {'exit':>5} {'ratio':>6} {'latency ms':>11} {'top-1 dense':>12} "
           f"{'pruned float':>13} {'int8':>7} {'drop pts':>9} {'seconds':>8}")
     curves = {}
@@ -135,7 +107,7 @@ def run_budget(name: str, make: Any, example: Any, paths: tuple[Path, Path, Path
                            distill_time=distill_time)
         except BudgetError as exc:
             print(f"{mode:>12} {3:>5} {'-':>6} {'-':>11} {'-':>12} {'-':>13} {'-':>7} {'-':>9} "
-                  f"{time.perf_counter() - started:>8.1f}   {str(exc).split('; ', 1)[-1][:90]}")
+                  f"{time.perf_counter() - started:>8.1f}\n             {str(exc)[:400]}")
             continue
         m = result.manifest
         pruning = m.get("pruning", {})
@@ -160,7 +132,7 @@ def run_budget(name: str, make: Any, example: Any, paths: tuple[Path, Path, Path
             print(f"  distillation ({mode}, {dist['samples']} samples + {dist['held_out']} "
                   f"held out, {', '.join(dist['augment']) or 'no augmentation'}): held-out loss "
                   f"{dist['loss_before']:.4f} -> {dist['loss_after']:.4f} in {dist['steps']} "
-                  f"steps, {dist['seconds']:.1f} s, stopped: {dist['stopped']}\n    curve {points}")
+                  f"steps, {dist.get('seconds', 0):.1f} s, stopped: {dist['stopped']}\n    curve {points}")
 
 
 def impossible(folder: Path) -> None:
@@ -184,10 +156,8 @@ def impossible(folder: Path) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="digits,mnist,mobilenet")
+    ap.add_argument("--models", default="digits,mnist,onet,mobilenet")
     ap.add_argument("--distill-time", type=float, default=30.0)
-    ap.add_argument("--train-time", type=float, default=90.0, help="MobileNet-style training")
-    ap.add_argument("--size", type=int, default=96, help="MobileNet-style input size")
     ap.add_argument("--skip-impossible", action="store_true")
     args = ap.parse_args()
     import torch
@@ -209,22 +179,23 @@ def main() -> int:
             run_budget("MNIST CNN (digit-recognizer-py's trained weights)", mnist_cnn,
                        torch.zeros(1, 1, 28, 28), digits_split(sub, mnist_like), sub,
                        args.distill_time)
+        if "onet" in wanted:
+            from face_crops import face_crops, mtcnn_onet
+
+            sub = folder / "onet"
+            sub.mkdir()
+            run_budget("MTCNN ONet (facenet-pytorch's trained weights; 48x48 LFW faces vs "
+                       "non-face photo windows)", mtcnn_onet, torch.zeros(1, 3, 48, 48),
+                       saved_split(sub, *face_crops()), sub, args.distill_time)
         if "mobilenet" in wanted:
+            import train_ptq_nets
+
             sub = folder / "mobilenet"
             sub.mkdir()
-            paths = digits_split(sub, to_rgb(args.size))
-            net = mobilenet_digits(paths[0], args.train_time)
-            state = net.state_dict()
-
-            def make() -> Any:
-                import zoo
-
-                fresh = zoo.mobilenetv2_like(num_classes=10, width=0.5)
-                fresh.load_state_dict(state)
-                return fresh.eval()
-            run_budget(f"MobileNetV2-style width 0.5 (trained here on real digits, "
-                       f"{args.size}x{args.size})", make,
-                       torch.zeros(1, 3, args.size, args.size), paths, sub, args.distill_time)
+            run_budget("MobileNetV2-style (tools/train_ptq_nets.py: trained here on real digits "
+                       "at 32x32; 797 held out)", lambda: train_ptq_nets.trained("mobilenet"),
+                       torch.zeros(1, 1, 32, 32), saved_split(sub, *train_ptq_nets.digits_32()),
+                       sub, args.distill_time)
         if not args.skip_impossible:
             impossible(folder)
     return 0

@@ -26,3 +26,27 @@ def test_distillation_stops_and_says_so_when_the_loss_cannot_fall():
     assert len(report.curve) == PATIENCE + 1  # the start and each stale evaluation
     after = student.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)  # weights left as they were
+
+
+def test_a_diverging_step_size_is_cut_and_the_loss_still_falls(monkeypatch):
+    """A step size that throws the student out of its minimum (as 3e-3 did to MTCNN's ONet,
+    which has no BatchNorm) is cut to a tenth from the best weights, and the loss falls."""
+    import importlib
+
+    import torch
+
+    from .test_widths import fragile_and_redundant_net
+
+    teacher = fragile_and_redundant_net()
+    student = copy.deepcopy(teacher)
+    with torch.no_grad():
+        for p in student.parameters():
+            p.mul_(0.8)  # near the teacher, not on it
+    # the package exports the function under the module's name: fetch the module itself
+    module = importlib.import_module("edgekit.converters.pruning.distill")
+    monkeypatch.setattr(module, "LEARNING_RATE", 3.0)  # far too large: the first steps diverge
+    data = np.random.default_rng(1).standard_normal((64, 3, 16, 16)).astype(np.float32)
+    report = module.distill(student, teacher, [data], steps=60, seed=0, threads=1)
+    assert report.backoffs >= 1
+    assert report.to_dict()["distillation"]["learning_rate_backoffs"] == report.backoffs
+    assert report.fell and report.loss_after < report.loss_before
