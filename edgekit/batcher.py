@@ -3,21 +3,8 @@
 The worker takes the oldest request, then collects more until the batch is full or the
 request has waited ``max_wait``; it runs them as one backend call and splits the outputs.
 How long it waits, how big batches get and how much idle time it leaves between batches
-follow the power state (and threads follow it through the tuner):
-
-=================  =========  ==========================  ===========================
-state              max batch  wait                        idle gap after a batch
-=================  =========  ==========================  ===========================
-normal / unknown   max_batch  0 (latency), 2 ms, or 10%   none
-                              of the latency budget
-on_battery / hot   2x         25% of the latency budget   as long as the batch ran
-throttled / low    4x         40% of the latency budget   twice the batch time
-=================  =========  ==========================  ===========================
-
-A batch never waits past half the profile's latency budget, and its size is capped so that
-its estimated run time fits the budget: p95 stays within ``budgets.latency_ms``.
-Larger batches amortise per-call overhead (less energy per sample); idle gaps let the
-governor drop the clock.
+follow the power state and the tuning policy (the table is in ``edgekit/batch_policy.py``);
+threads follow the power state through the tuner.
 
 Never mixed, never lost: requests are joined only when every output is per-row
 (``edgekit/per_row.py``, learned at the first request), and a result's row count is checked
@@ -37,16 +24,16 @@ import threading
 import time
 import weakref
 from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from edgekit.arrivals import ArrivalTracker
+from edgekit.batch_policy import BatchPolicy, batch_policy
+from edgekit.batch_requests import Request, check_rows, describe_feeds, mark_running
 from edgekit.errors import (
     BatcherDeadError,
     EdgekitError,
-    InferenceError,
     InternalError,
     ModelClosedError,
     QueueFullError,
@@ -55,52 +42,10 @@ from edgekit.errors import (
 )
 from edgekit.per_row import per_row_from_shapes, probe_per_row
 from edgekit.policy import check_policy
-from edgekit.power import HOT, LOW_BATTERY, NORMAL, ON_BATTERY, THROTTLED, PowerMonitor
-from edgekit.session import SessionLike, describe_array
+from edgekit.power import NORMAL, PowerMonitor
+from edgekit.session import SessionLike
 from edgekit.stats import percentiles_ms
 from edgekit.timed_run import TimedRunner
-
-
-@dataclass(frozen=True)
-class BatchPolicy:
-    state: str
-    max_batch: int
-    max_wait_s: float
-    gap: float  # idle time after a batch, as a multiple of that batch's run time
-    max_delay_s: float  # no request waits longer than this before its batch starts
-
-
-def batch_policy(state: str, policy: str, max_batch: int, max_wait_ms: float | None,
-                 budget_s: float) -> BatchPolicy:
-    """The batching rule for a power state and tuning policy (see the module table)."""
-    user_wait = None if max_wait_ms is None else max(0.0, max_wait_ms) / 1000.0
-    delay = 0.5 * budget_s
-    if state in (THROTTLED, LOW_BATTERY):
-        wait = max(user_wait or 0.0, 0.4 * budget_s)
-        return BatchPolicy(state, max_batch * 4, min(wait, delay), 2.0, delay)
-    if state in (ON_BATTERY, HOT):
-        wait = max(user_wait or 0.0, 0.25 * budget_s)
-        return BatchPolicy(state, max_batch * 2, min(wait, delay), 1.0, delay)
-    default = {"latency": 0.0, "balanced": min(0.002, 0.02 * budget_s),
-               "efficiency": 0.1 * budget_s}[policy]
-    wait = default if user_wait is None else user_wait
-    return BatchPolicy(state, max_batch, min(wait, delay), 0.0, max(delay, wait))
-
-
-class _Request:
-    __slots__ = ("feeds", "future", "t", "rows", "key")
-
-    def __init__(self, feeds: dict[str, np.ndarray], future: Future,
-                 axes: dict[str, int] | None = None) -> None:
-        self.feeds = feeds
-        self.future = future
-        self.t = time.perf_counter()
-        axes = axes or {}
-        name, first = next(iter(feeds.items()))
-        self.rows = int(first.shape[axes.get(name, 0)]) if first.ndim else 1
-        # requests batch together only when every non-batch dimension agrees
-        self.key = tuple((n, a.shape[:axes.get(n, 0)] + a.shape[axes.get(n, 0) + 1:])
-                         for n, a in feeds.items())
 
 
 class Batcher:
@@ -131,9 +76,9 @@ class Batcher:
         self.outputs_per_row: bool | None = per_row_from_shapes(session.inputs, session.outputs)
         self.run_timeout_s = run_timeout_s
         self._runner = TimedRunner() if run_timeout_s is not None else None
-        self._pending: collections.deque[_Request] = collections.deque()
-        self._carry: collections.deque[_Request] = collections.deque()
-        self._inflight: list[_Request] = []
+        self._pending: collections.deque[Request] = collections.deque()
+        self._carry: collections.deque[Request] = collections.deque()
+        self._inflight: list[Request] = []
         self._lock = threading.Lock()
         self._not_empty = threading.Condition(self._lock)
         self._not_full = threading.Condition(self._lock)
@@ -165,7 +110,7 @@ class Batcher:
         ``QueueFullError`` at once."""
         feeds = self.session.prepare_feeds(x)  # bad input fails in the caller, not the batch
         future: Future = Future()
-        request = _Request(feeds, future, self._axes)
+        request = Request(feeds, future, self._axes)
         deadline = None if timeout is None else time.perf_counter() + max(0.0, timeout)
         with self._not_full:
             while True:
@@ -227,7 +172,7 @@ class Batcher:
                 limit = max(1, min(limit, int(fits)))
         return limit
 
-    def _take(self, deadline: float | None) -> _Request | None:
+    def _take(self, deadline: float | None) -> Request | None:
         """The oldest queued request; None once closed and empty, or at ``deadline``."""
         with self._not_empty:
             while not self._pending:
@@ -312,12 +257,12 @@ class Batcher:
             self.session.swap(self.session.make_backend(old.options), close=stopped)
             raise RunTimeoutError(
                 f"{self.session.runtime} ran longer than run_timeout_s={self.run_timeout_s} "
-                f"on input {_describe(feeds)}; the session was replaced"
+                f"on input {describe_feeds(feeds)}; the session was replaced"
                 f"{'' if stopped else ' (the runtime cannot stop a run: it goes on)'}"
             ) from None
 
-    def _execute(self, items: list[_Request], rows: int, policy: BatchPolicy) -> None:
-        live = [r for r in items if _start(r.future)]
+    def _execute(self, items: list[Request], rows: int, policy: BatchPolicy) -> None:
+        live = [r for r in items if mark_running(r.future)]
         if not live:
             return
         batch_id = self.batches
@@ -331,7 +276,7 @@ class Batcher:
                 outputs = self._call({name: np.concatenate([r.feeds[name] for r in live],
                                                            axis=self._axes.get(name, 0))
                                       for name in live[0].feeds})
-                _check_rows(outputs, rows, self.session.runtime, self._out_axes)
+                check_rows(outputs, rows, self.session.runtime, self._out_axes)
         except Exception as exc:  # noqa: BLE001 - reported through the futures
             self.failed_batches += 1
             self._next_start = time.perf_counter()
@@ -360,7 +305,7 @@ class Batcher:
     def _out_axis(self, index: int) -> int:
         return self._out_axes[index] if index < len(self._out_axes) else 0
 
-    def _execute_alone(self, request: _Request, batch_id: int) -> None:
+    def _execute_alone(self, request: Request, batch_id: int) -> None:
         try:
             outputs = self._call(request.feeds)
         except Exception as exc:  # noqa: BLE001 - reported through the future
@@ -368,7 +313,7 @@ class Batcher:
         else:
             self._succeed(request, batch_id, outputs, time.perf_counter())
 
-    def _succeed(self, request: _Request, batch_id: int, outputs: list[np.ndarray],
+    def _succeed(self, request: Request, batch_id: int, outputs: list[np.ndarray],
                  t1: float) -> None:
         request.future.batch_id = batch_id
         try:
@@ -378,11 +323,11 @@ class Batcher:
         self._request_seconds.append(t1 - request.t)
         self.completed += 1
 
-    def _fail(self, request: _Request, batch_id: int, exc: Exception) -> None:
+    def _fail(self, request: Request, batch_id: int, exc: Exception) -> None:
         if not isinstance(exc, EdgekitError):
             error: EdgekitError = InternalError(
                 f"batch {batch_id}: {self.session.runtime} failed on input "
-                f"{_describe(request.feeds)}: {type(exc).__name__}: {exc}")
+                f"{describe_feeds(request.feeds)}: {type(exc).__name__}: {exc}")
             error.__cause__ = exc
         else:
             error = exc
@@ -407,28 +352,6 @@ class Batcher:
             "policy_changes": len(self.policy_changes),
             "request_latency_ms": percentiles_ms(list(self._request_seconds)),
         }
-
-
-def _start(future: Future) -> bool:
-    """Mark a future running; False when it was cancelled or already failed (close)."""
-    try:
-        return not future.done() and future.set_running_or_notify_cancel()
-    except RuntimeError:  # failed by close(timeout=...) between the two calls
-        return False
-
-
-def _check_rows(outputs: list[np.ndarray], rows: int, runtime: str,
-                axes: list[int] | None = None) -> None:
-    """Splitting by rows is only right when every output has one row per input row."""
-    for i, output in enumerate(outputs):
-        axis = axes[i] if axes and i < len(axes) else 0
-        if output.ndim <= axis or output.shape[axis] != rows:
-            raise InferenceError(f"{runtime}: output {i} of a {rows}-row batch has shape "
-                                 f"{list(output.shape)}; expected {rows} rows to split")
-
-
-def _describe(feeds: dict[str, np.ndarray]) -> str:
-    return ", ".join(f"{name} {describe_array(a)}" for name, a in feeds.items())
 
 
 # Finish queued requests before the interpreter tears down (a daemon worker inside a

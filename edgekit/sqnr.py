@@ -16,7 +16,12 @@ def sqnr_db(reference: np.ndarray, candidate: np.ndarray) -> float:
     """SQNR of ``candidate`` against ``reference`` in dB, within +-``CAP_DB``."""
     ref = np.asarray(reference, np.float64)
     noise = float(np.sum((ref - np.asarray(candidate, np.float64)) ** 2))
-    signal = float(np.sum(ref ** 2))
+    return sqnr_from_sums(float(np.sum(ref ** 2)), noise)
+
+
+def sqnr_from_sums(signal: float, noise: float) -> float:
+    """The same figure from sums already taken (sum(ref^2), sum((ref - got)^2)), for callers
+    that accumulate them over chunks of data."""
     if noise == 0.0:
         return CAP_DB
     if signal == 0.0:

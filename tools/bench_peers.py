@@ -115,27 +115,9 @@ def calibration(work: Path, count: int) -> tuple[Path, np.ndarray]:
 
 def ort_u8s8(src: Path, dst: Path, data: np.ndarray) -> Path:
     """onnxruntime's own static quantization: QDQ, uint8 activations, per-channel int8."""
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-    from onnxruntime.quantization.shape_inference import quant_pre_process
+    from bench_estimate import quantize  # the tools' one quantize_static recipe
 
-    class Reader(CalibrationDataReader):
-        def __init__(self) -> None:
-            self.items = iter({"input": row[None]} for row in data)
-
-        def get_next(self):  # noqa: ANN202 - onnxruntime's interface
-            return next(self.items, None)
-
-    pre = dst.with_suffix(".pre.onnx")
-    quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)
-    quantize_static(str(pre), str(dst), Reader(), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                    per_channel=True)
-    return dst
+    return quantize(src, dst, [{"input": row[None]} for row in data])
 
 
 def ort_session(path: Path, threads: int) -> Any:

@@ -13,7 +13,6 @@ decoded, against the true strings: exact-match rate and character error rate.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from torch import nn
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import digit_scenes  # noqa: E402
-from training import fit  # noqa: E402
+from training import fit, train_or_load  # noqa: E402
 
 BLANK, SYMBOLS = 0, 11
 OUT = HERE / "trained"
@@ -89,21 +88,7 @@ def export(model: Recognizer, path: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=900, help="batches of 32")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--eval-only", action="store_true")
-    args = parser.parse_args()
-    torch.set_num_threads(1)  # the machine is shared
-    OUT.mkdir(exist_ok=True)
-    if args.eval_only:
-        model = Recognizer()
-        model.load_state_dict(torch.load(OUT / "ctc.pt"))
-        model.eval()
-    else:
-        model = train(args.steps, args.seed)
-        torch.save(model.state_dict(), OUT / "ctc.pt")
-        export(model, OUT / "ctc.onnx")
+    model = train_or_load(__doc__, 900, Recognizer, train, export, OUT, "ctc")
     figures = evaluate(model)
     print(f"held-out lines: exact match {figures['exact']:.3f}  CER {figures['cer']:.2%}")
 

@@ -14,7 +14,6 @@ against the true boxes at IoU >= 0.5 with the same class (recall, precision).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from torch import nn
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import digit_scenes  # noqa: E402
-from training import fit  # noqa: E402
+from training import fit, train_or_load  # noqa: E402
 
 CLASSES, STRIDE, MAX_WH = 10, 8, 40.0
 GRID = digit_scenes.CANVAS // STRIDE
@@ -123,21 +122,7 @@ def export(model: Detector, path: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=1500, help="batches of 32")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--eval-only", action="store_true")
-    args = parser.parse_args()
-    torch.set_num_threads(1)  # the machine is shared
-    OUT.mkdir(exist_ok=True)
-    if args.eval_only:
-        model = Detector()
-        model.load_state_dict(torch.load(OUT / "detector.pt"))
-        model.eval()
-    else:
-        model = train(args.steps, args.seed)
-        torch.save(model.state_dict(), OUT / "detector.pt")
-        export(model, OUT / "detector.onnx")
+    model = train_or_load(__doc__, 1500, Detector, train, export, OUT, "detector")
     figures = evaluate(model)
     print(f"held-out scenes: recall {figures['recall']:.3f} precision {figures['precision']:.3f} "
           f"({figures['truths']} true digits, IoU >= 0.5, same class)")

@@ -90,26 +90,22 @@ def make(name: str) -> Any:
 def train(name: str, epochs: int = 12) -> Any:
     """Train ``name`` briefly on the digits' train split; returns the net in eval mode."""
     import torch
+    from training import fit  # imports torch: kept inside so that importing this module stays light
 
     x, y, _, _ = digits_32()
     net = make(name)
-    opt = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=1e-4)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=epochs * (len(x) // 64 + 1))
+
     xs, ys = torch.from_numpy(x), torch.from_numpy(y)
     gen = torch.Generator().manual_seed(0)
-    net.train()
-    for _ in range(epochs):
-        order = torch.randperm(len(xs), generator=gen)
-        for i in range(0, len(xs), 64):
-            idx = order[i:i + 64]
-            shift = torch.randint(-3, 4, (2,), generator=gen).tolist()  # random shifts: a little augmentation
-            batch = torch.roll(xs[idx], shifts=shift, dims=(2, 3))
-            loss = torch.nn.functional.cross_entropy(net(batch), ys[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-    return net.eval()
+
+    def batch_loss(idx: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        shift = torch.randint(-3, 4, (2,), generator=gen).tolist()  # random shifts: a little augmentation
+        batch = torch.roll(xs[idx], shifts=shift, dims=(2, 3))
+        loss = torch.nn.functional.cross_entropy(net(batch), ys[idx])
+        return loss, {"loss": loss}
+
+    # whole epochs of batches of 64 (the last one short), the shuffles and shifts from ``gen``
+    return fit(net, len(xs), epochs * -(-len(xs) // 64), batch_loss, batch=64, generator=gen)
 
 
 def trained(name: str, retrain: bool = False) -> Any:

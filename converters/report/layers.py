@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from edgekit.sqnr import sqnr_from_sums
+
 from ..context import Dataset
-from ..metrics.sqnr import CAP_DB
 from ..runner import session
 
 # ops whose arithmetic is the model's cost and its quantization error
@@ -175,14 +176,6 @@ def _exposed(model: Any, names: list[str]) -> bytes:
     return exposed.SerializeToString()
 
 
-def _sqnr(signal: float, noise: float) -> float:
-    if noise == 0.0:
-        return CAP_DB
-    if signal == 0.0:
-        return -CAP_DB
-    return float(min(CAP_DB, 10.0 * np.log10(signal / noise)))
-
-
 def layer_records(float_path: str | Path, shipped_path: str | Path, data: Dataset,
                   reasons: Mapping[str, str] | None = None,
                   samples: int = SAMPLES) -> list[dict[str, Any]]:
@@ -211,7 +204,7 @@ def layer_records(float_path: str | Path, shipped_path: str | Path, data: Datase
     records = []
     for j, tap in enumerate(layers):
         record: dict[str, Any] = {"name": tap.name, "op": tap.op, "precision": tap.precision,
-                                  "sqnr_db": round(_sqnr(signal[j], noise[j]), 2)}
+                                  "sqnr_db": round(sqnr_from_sums(float(signal[j]), float(noise[j])), 2)}
         why = (reasons or {}).get(tap.name) or (
             f"onnxruntime's static quantizer has no int8 form for {tap.op}: it runs float "
             "between DequantizeLinear and QuantizeLinear" if tap.op in NO_INT8_FORM else None)

@@ -1,0 +1,49 @@
+"""The batching rule: how big a batch gets, how long it waits and how long the worker idles
+after it, per power state and tuning policy (``edgekit/batcher.py`` runs it).
+
+=================  =========  ==========================  ===========================
+state              max batch  wait                        idle gap after a batch
+=================  =========  ==========================  ===========================
+normal / unknown   max_batch  0 (latency), 2 ms, or 10%   none
+                              of the latency budget
+on_battery / hot   2x         25% of the latency budget   as long as the batch ran
+throttled / low    4x         40% of the latency budget   twice the batch time
+=================  =========  ==========================  ===========================
+
+A batch never waits past half the profile's latency budget, and its size is capped so that
+its estimated run time fits the budget: p95 stays within ``budgets.latency_ms``.
+Larger batches amortise per-call overhead (less energy per sample); idle gaps let the
+governor drop the clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from edgekit.power import HOT, LOW_BATTERY, ON_BATTERY, THROTTLED
+
+
+@dataclass(frozen=True)
+class BatchPolicy:
+    state: str
+    max_batch: int
+    max_wait_s: float
+    gap: float  # idle time after a batch, as a multiple of that batch's run time
+    max_delay_s: float  # no request waits longer than this before its batch starts
+
+
+def batch_policy(state: str, policy: str, max_batch: int, max_wait_ms: float | None,
+                 budget_s: float) -> BatchPolicy:
+    """The batching rule for a power state and tuning policy (see the module table)."""
+    user_wait = None if max_wait_ms is None else max(0.0, max_wait_ms) / 1000.0
+    delay = 0.5 * budget_s
+    if state in (THROTTLED, LOW_BATTERY):
+        wait = max(user_wait or 0.0, 0.4 * budget_s)
+        return BatchPolicy(state, max_batch * 4, min(wait, delay), 2.0, delay)
+    if state in (ON_BATTERY, HOT):
+        wait = max(user_wait or 0.0, 0.25 * budget_s)
+        return BatchPolicy(state, max_batch * 2, min(wait, delay), 1.0, delay)
+    default = {"latency": 0.0, "balanced": min(0.002, 0.02 * budget_s),
+               "efficiency": 0.1 * budget_s}[policy]
+    wait = default if user_wait is None else user_wait
+    return BatchPolicy(state, max_batch, min(wait, delay), 0.0, max(delay, wait))
