@@ -12,7 +12,7 @@ DEFAULT_ROOT = "~/edgekit"
 @click.command(name="install")
 @click.argument("artifact", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--root", default=DEFAULT_ROOT, show_default=True,
-              help="Folder holding one slot per artifact name (install.sh's --prefix).")
+              help="Folder holding one slot per artifact name (the bundle installer's --prefix).")
 @click.option("--name", help="Slot name [default: the file name without .edgekit].")
 @click.option("--service", help="systemd unit to restart after the switch "
                                 "[default: edgekit-NAME].")
