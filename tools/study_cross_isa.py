@@ -12,9 +12,15 @@ and report per model, format and CPU:
             within 1 and within 2 quantization steps of that output (worst output)
   max       the largest difference, in steps
   host dB / emu dB  SQNR of the host's and the emulated int8 outputs against the float model
-With --verify, each artifact's own test vectors then go through ``edgekit emulate`` on every
-target with the manifest's measured tolerance ("verify": PASS expected), and again with one
-weight flipped (tools/perturb_weight.py; "flipped": FAIL expected: the check keeps its teeth).
+With --verify, each artifact's own test vectors then go through ``edgekit emulate``'s check on
+every target with the manifest's measured tolerance ("verify": PASS expected), and again with
+one weight flipped (tools/perturb_weight.py; "flipped": FAIL expected: the check keeps its
+teeth); so does the committed example artifact (--committed), as it is.
+Cost: every model is built once per build target (rpi4 serves the A72 and the A53, whose
+profiles have the same runtime section; rpi5 has its own build, for its fp16 rung), then ONE
+emulated interpreter per target runs all the outputs and verifications
+(``converters.emulation.emulate_batch``): QEMU start-up and runtime imports are paid 3 times,
+not 3 per artifact.
 The host's ONNX runs unfused where its int8 kernels saturate (edgekit/cpu.py), as verify does.
 Rows for models that did not build or run say why. Set EDGEKIT_SYSROOT_CACHE to reuse a sysroot.
 """
@@ -39,6 +45,7 @@ import zoo  # noqa: E402
 DIGITS = "digits_cnn"
 COMPUTE_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul", "LSTM", "GRU"}
 CPUS = {"rpi4": "A72", "rpi-zero2w": "A53", "rpi5": "A76"}
+EXAMPLE_ARTIFACT = Path(__file__).resolve().parents[1] / "examples/raspberrypi/digits.rpi4.edgekit"
 
 
 @dataclass
@@ -129,81 +136,148 @@ def output_steps(path: Path) -> dict[str, dict[str, float]]:
     return steps
 
 
-def study_model(name: str, work: Path, args: argparse.Namespace) -> list[Row]:
-    from edgekit.converters import build
-    from edgekit.converters.emulation import emulated_outputs
-    from edgekit.targets import load_profile
+@dataclass
+class Built:
+    """One model's artifact for one build target, with what the host computed on it."""
 
-    from edgekit.verify import step_distribution
+    name: str
+    depth: int
+    path: Path
+    inputs: dict[str, np.ndarray]
+    floats: dict[str, np.ndarray]
+    host: dict[str, dict[str, np.ndarray]]
+    steps: dict[str, dict[str, float]]
+    flipped: Path | None = None
+    flip_note: str = ""
+
+
+def build_for(target: str) -> str:
+    """The build an emulated target runs: the Zero 2 W's runtime section (formats, int8
+    types) is the Pi 4's, so it runs the rpi4 build; the Pi 5 (fp16 rung) gets its own."""
+    return "rpi5" if target == "rpi5" else "rpi4"
+
+
+def build_model(name: str, work: Path, args: argparse.Namespace, targets: list[str]
+                ) -> tuple[dict[str, Built], list[Row]]:
+    """Each needed build target's artifact (built once, shared by the CPUs that run it)."""
+    from edgekit.converters import build
 
     source, onnx_path, calib, inputs, floats = prepare_model(name, work, args.samples, args.evals)
     depth = depth_of(onnx_path)
     example = None if isinstance(source, str) else zoo.entry(name).example_inputs()
-    out = work / f"{name}.edgekit"
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            build(source, example, target="rpi4", calib=calib, output=out, quiet=True,
-                  method="minmax", calib_samples=max(4, args.samples * 3 // 4), test_vectors=2,
-                  seed=0, formats=["tflite", "onnx"])
-    except Exception as exc:  # noqa: BLE001 - the table reports every failure
-        return [Row(name, depth, note=f"build: {type(exc).__name__}: {str(exc)[:120]}")]
-    host = host_outputs(out, inputs)
-    steps = output_steps(out)
-    rows = []
-    checks = verify_checks(out, work, args.targets) if args.verify else {}
-    for target in args.targets:
+    builds: dict[str, Built] = {}
+    for target in targets:
+        out = work / f"{name}.{target}.edgekit"
         try:
-            emu, _ = emulated_outputs(out, load_profile(target), inputs, timeout=3600)
-        except Exception as exc:  # noqa: BLE001
-            rows.append(Row(name, depth, cpu=CPUS[target],
-                            note=f"emulate: {type(exc).__name__}: {str(exc)[:120]}"))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                build(source, example, target=target, calib=calib, output=out, quiet=True,
+                      method="minmax", calib_samples=max(4, args.samples * 3 // 4),
+                      test_vectors=2, seed=0, formats=["tflite", "onnx"])
+        except Exception as exc:  # noqa: BLE001 - the table reports every failure
+            return {}, [Row(name, depth, note=f"build {target}: {type(exc).__name__}: "
+                                              f"{str(exc)[:120]}")]
+        built = Built(name, depth, out, inputs, floats, host_outputs(out, inputs),
+                      output_steps(out))
+        if args.verify:
+            built.flipped = work / f"{name}.{target}.flipped.edgekit"
+            built.flip_note = flip(out, built.flipped)
+        builds[target] = built
+    return builds, []
+
+
+def flip(artifact: Path, flipped: Path) -> str:
+    from perturb_weight import perturb_artifact
+
+    try:
+        return "; ".join(perturb_artifact(artifact, flipped))
+    except ValueError as exc:
+        flipped.unlink(missing_ok=True)
+        return f"no flip: {exc}"
+
+
+def compare(built: Built, target: str, emu: dict[str, dict[str, np.ndarray]] | str,
+            checks: dict[str, str]) -> list[Row]:
+    """Rows for one model on one emulated CPU, one per format."""
+    from edgekit.verify import step_distribution
+
+    cpu = CPUS[target]
+    if isinstance(emu, str):
+        return [Row(built.name, built.depth, cpu=cpu, note=f"emulate: {emu[:140]}")]
+    rows = []
+    for fmt, outs in built.host.items():
+        row = Row(built.name, built.depth, fmt, cpu, verify=checks.get(fmt, ""))
+        rows.append(row)
+        if fmt not in emu:
+            row.note = "format did not run under emulation"
             continue
-        for fmt, outs in host.items():
-            row = Row(name, depth, fmt, CPUS[target])
-            if fmt not in emu:
-                row.note = "format did not run under emulation"
-                rows.append(row)
+        worst: dict[str, float] = {}
+        host_db, emu_db = [], []
+        for oname, value in outs.items():
+            step = built.steps[fmt][oname]
+            if oname in built.floats and built.floats[oname].shape == value.shape:
+                host_db.append(sqnr_db(built.floats[oname], value))
+                emu_db.append(sqnr_db(built.floats[oname], emu[fmt][oname]))
+            if step <= 0:
+                row.note = f"{oname} is float: no step"
                 continue
-            worst: dict[str, float] = {}
-            host_db, emu_db = [], []
-            for oname, value in outs.items():
-                step = steps[fmt][oname]
-                if step <= 0:
-                    row.note = f"{oname} is float: no step"
-                    continue
-                dist = step_distribution(emu[fmt][oname], value, step)
-                if not worst or dist["within_1"] < worst["within_1"] or dist["max"] > worst["max"]:
-                    worst = dist
-                if oname in floats and floats[oname].shape == value.shape:
-                    host_db.append(sqnr_db(floats[oname], value))
-                    emu_db.append(sqnr_db(floats[oname], emu[fmt][oname]))
-            row.dist = worst
-            row.verify = checks.get((target, fmt), "")
-            row.host_db = min(host_db) if host_db else None
-            row.emu_db = min(emu_db) if emu_db else None
-            rows.append(row)
+            dist = step_distribution(emu[fmt][oname], value, step)
+            if not worst or dist["within_1"] < worst["within_1"] or dist["max"] > worst["max"]:
+                worst = dist
+        row.dist = worst
+        row.host_db = min(host_db) if host_db else None
+        row.emu_db = min(emu_db) if emu_db else None
     return rows
 
 
-def verify_checks(artifact: Path, work: Path, targets: list[str]) -> dict[tuple[str, str], str]:
-    """(target, format) -> "PASS/FAIL" of the artifact and of one with a flipped weight."""
-    from edgekit.converters.emulation import emulate
-    from edgekit.targets import load_profile
-    from perturb_weight import perturb_artifact
+def verdicts(original: object, flipped: object | None) -> dict[str, str]:
+    """format -> "PASS/FAIL": the artifact's own verdict / the flipped one's ("-" if none)."""
+    def by_format(result: object) -> dict[str, dict]:
+        report = result.guest.get("report") or {}  # type: ignore[attr-defined]
+        return {f["format"]: f for f in report.get("formats", []) if not f.get("skipped")}
 
-    flipped = work / f"{artifact.stem}.flipped.edgekit"
-    perturb_artifact(artifact, flipped)
-    found: dict[tuple[str, str], str] = {}
-    for target in targets:
-        runs = [emulate(path, load_profile(target), runs=0) for path in (artifact, flipped)]
-        reports = [{f["format"]: f for f in (r.guest.get("report") or {}).get("formats", [])}
-                   for r in runs]
-        for fmt in reports[0]:
-            ok, bad = reports[0][fmt], reports[1].get(fmt, {})
-            found[(target, fmt)] = (f"{'PASS' if ok.get('passed') else 'FAIL'}/"
-                                    f"{'FAIL' if not bad.get('passed', True) else 'PASS'}")
+    ok = by_format(original)
+    bad = by_format(flipped) if flipped is not None else {}
+    found = {}
+    for fmt, got in ok.items():
+        second = "-" if fmt not in bad else ("PASS" if bad[fmt].get("passed") else "FAIL")
+        found[fmt] = f"{'PASS' if got.get('passed') else 'FAIL'}/{second}"
+    if not ok:
+        found["*"] = f"ERROR/{original.guest.get('error', '?')[:60]}"  # type: ignore[attr-defined]
     return found
+
+
+def sweep(builds: dict[str, dict[str, Built]], targets: list[str], args: argparse.Namespace,
+          extra: list[Path]) -> list[Row]:
+    """Per target, one emulated interpreter runs every model's outputs and verifications."""
+    from edgekit.converters.emulation import OutputsJob, emulate_batch
+    from edgekit.targets import load_profile
+
+    rows: list[Row] = []
+    for target in targets:
+        start = time.perf_counter()
+        models = [b[build_for(target)] for b in builds.values() if build_for(target) in b]
+        checked = [(m.name, m.path, m.flipped) for m in models] if args.verify else []
+        if args.verify:
+            checked += [(f"{p.name} (committed)", p, bad if (bad := p.with_suffix(
+            ".flipped.edgekit")).is_file() else None) for p in extra]
+        paths = [p for _, path, bad in checked for p in (path, bad) if p is not None]
+        result = emulate_batch(load_profile(target), verify=paths,
+                               outputs=[OutputsJob(str(m.path), m.inputs) for m in models],
+                               timeout=4 * 3600)
+        found = dict(zip(paths, result.verified, strict=True))
+        checks = {name: verdicts(found[path], found.get(bad) if bad else None)
+                  for name, path, bad in checked}
+        for model, emu in zip(models, result.outputs, strict=True):
+            rows += compare(model, target, emu, checks.get(model.name, {}))
+        for name, _, _ in checked[len(models):]:
+            for fmt, verdict in checks[name].items():
+                rows.append(Row(name, 0, fmt, CPUS[target], verify=verdict,
+                                note=f"verify/flipped {verdict}"))
+        print(f"[{target}: {len(paths)} verifications, {len(models)} output runs in "
+              f"{result.interpreters} interpreter(s), {time.perf_counter() - start:.0f} s]",
+              file=sys.stderr, flush=True)
+    return rows
 
 
 def print_table(rows: list[Row]) -> None:
@@ -243,30 +317,48 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verify", action="store_true",
                         help="also emulate each artifact's test vectors, and with a flipped weight")
     parser.add_argument("--json", help="also write the rows to this JSON file")
+    parser.add_argument("--committed", default=str(EXAMPLE_ARTIFACT),
+                        help="with --verify: committed artifacts verified as they are "
+                             "(comma-separated; default the Pi example's)")
     args = parser.parse_args(argv)
     names = [n for n in args.models.split(",") if n] or [DIGITS, *zoo.ENTRIES]
     for n in names:
         if n != DIGITS:
             zoo.entry(n)
     args.targets = [t for t in args.targets.split(",") if t]
+    args.committed = [p for p in args.committed.split(",") if p]
     for t in args.targets:
         if t not in CPUS:
             parser.error(f"--targets: expected names among {sorted(CPUS)}, got {t!r}")
     args.samples, args.evals = (8, 4) if args.quick else (32, 16)
     logging.getLogger().setLevel(logging.ERROR)
     rows: list[Row] = []
+    build_targets = sorted({build_for(t) for t in args.targets})
     with tempfile.TemporaryDirectory(prefix="study-cross-isa-") as tmp:
+        builds: dict[str, dict[str, Built]] = {}
         for name in names:
             start = time.perf_counter()
             try:
-                got = study_model(name, Path(tmp), args)
+                built, failed = build_model(name, Path(tmp), args, build_targets)
             except Exception as exc:  # noqa: BLE001 - export trouble: report, go on
-                got = [Row(name, note=f"{type(exc).__name__}: {str(exc)[:140]}")]
-            rows += got
-            print(f"[{name}: {len(got)} rows, {time.perf_counter() - start:.0f} s]",
+                built, failed = {}, [Row(name, note=f"{type(exc).__name__}: {str(exc)[:140]}")]
+            rows += failed
+            if built:
+                builds[name] = built
+            flips = "; ".join(f"{t}: {b.flip_note}" for t, b in built.items() if b.flip_note)
+            print(f"[{name}: built {sorted(built) or 'nothing'} in "
+                  f"{time.perf_counter() - start:.0f} s{'; ' + flips if flips else ''}]",
                   file=sys.stderr, flush=True)
-            if args.json:
-                Path(args.json).write_text(json.dumps([r.__dict__ for r in rows], indent=1))
+        extra = [Path(p) for p in args.committed] if args.verify else []
+        for path in extra:
+            print(f"[{path.name}: {flip(path, Path(tmp) / (path.stem + '.flipped.edgekit'))}]",
+                  file=sys.stderr, flush=True)
+        extra = [Path(tmp) / p.name for p in extra]
+        for path, src in zip(extra, args.committed, strict=True):
+            path.write_bytes(Path(src).read_bytes())
+        rows += sweep(builds, args.targets, args, extra)
+        if args.json:
+            Path(args.json).write_text(json.dumps([r.__dict__ for r in rows], indent=1))
     print_table(rows)
     return 0
 
