@@ -317,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verify", action="store_true",
                         help="also emulate each artifact's test vectors, and with a flipped weight")
     parser.add_argument("--json", help="also write the rows to this JSON file")
+    parser.add_argument("--group", type=int, default=0,
+                        help="build and sweep this many models at a time (0: all at once); "
+                             "results of each group reach --json before the next starts")
     parser.add_argument("--committed", default=str(EXAMPLE_ARTIFACT),
                         help="with --verify: committed artifacts verified as they are "
                              "(comma-separated; default the Pi example's)")
@@ -334,21 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger().setLevel(logging.ERROR)
     rows: list[Row] = []
     build_targets = sorted({build_for(t) for t in args.targets})
+    size = args.group or len(names)
     with tempfile.TemporaryDirectory(prefix="study-cross-isa-") as tmp:
-        builds: dict[str, dict[str, Built]] = {}
-        for name in names:
-            start = time.perf_counter()
-            try:
-                built, failed = build_model(name, Path(tmp), args, build_targets)
-            except Exception as exc:  # noqa: BLE001 - export trouble: report, go on
-                built, failed = {}, [Row(name, note=f"{type(exc).__name__}: {str(exc)[:140]}")]
-            rows += failed
-            if built:
-                builds[name] = built
-            flips = "; ".join(f"{t}: {b.flip_note}" for t, b in built.items() if b.flip_note)
-            print(f"[{name}: built {sorted(built) or 'nothing'} in "
-                  f"{time.perf_counter() - start:.0f} s{'; ' + flips if flips else ''}]",
-                  file=sys.stderr, flush=True)
         extra = [Path(p) for p in args.committed] if args.verify else []
         for path in extra:
             print(f"[{path.name}: {flip(path, Path(tmp) / (path.stem + '.flipped.edgekit'))}]",
@@ -356,9 +346,31 @@ def main(argv: list[str] | None = None) -> int:
         extra = [Path(tmp) / p.name for p in extra]
         for path, src in zip(extra, args.committed, strict=True):
             path.write_bytes(Path(src).read_bytes())
-        rows += sweep(builds, args.targets, args, extra)
-        if args.json:
-            Path(args.json).write_text(json.dumps([r.__dict__ for r in rows], indent=1))
+        for first in range(0, len(names), size):  # build a group, sweep it, report it
+            builds: dict[str, dict[str, Built]] = {}
+            for name in names[first:first + size]:
+                start = time.perf_counter()
+                try:
+                    built, failed = build_model(name, Path(tmp), args, build_targets)
+                except Exception as exc:  # noqa: BLE001 - export trouble: report, go on
+                    built, failed = {}, [Row(name, note=f"{type(exc).__name__}: "
+                                                        f"{str(exc)[:140]}")]
+                rows += failed
+                if built:
+                    builds[name] = built
+                flips = "; ".join(f"{t}: {b.flip_note}" for t, b in built.items()
+                                  if b.flip_note)
+                print(f"[{name}: built {sorted(built) or 'nothing'} in "
+                      f"{time.perf_counter() - start:.0f} s{'; ' + flips if flips else ''}]",
+                      file=sys.stderr, flush=True)
+            rows += sweep(builds, args.targets, args, extra if first == 0 else [])
+            if args.json:
+                Path(args.json).write_text(json.dumps([r.__dict__ for r in rows], indent=1, default=float))
+            for built in builds.values():  # a group's artifacts are done with
+                for b in built.values():
+                    for path in (b.path, b.flipped):
+                        if path is not None:
+                            path.unlink(missing_ok=True)
     print_table(rows)
     return 0
 
