@@ -34,31 +34,19 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import zoo  # noqa: E402
+from cross_isa_table import Row, print_table  # noqa: E402
 
 DIGITS = "digits_cnn"
 COMPUTE_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul", "LSTM", "GRU"}
 CPUS = {"rpi4": "A72", "rpi-zero2w": "A53", "rpi5": "A76"}
 EXAMPLE_ARTIFACT = Path(__file__).resolve().parents[1] / "examples/raspberrypi/digits.rpi4.edgekit"
-
-
-@dataclass
-class Row:
-    model: str
-    depth: int = 0
-    fmt: str = "-"
-    cpu: str = "-"
-    dist: dict[str, float] = field(default_factory=dict)  # worst output's distribution
-    host_db: float | None = None
-    emu_db: float | None = None
-    note: str = ""
-    verify: str = ""  # with --verify: emulated verification of the artifact / a flipped weight
 
 
 def depth_of(onnx_path: Path) -> int:
@@ -96,10 +84,45 @@ def prepare_model(name: str, work: Path, samples: int, evals: int
         source = module if entry.build_from == "torch" else str(onnx_path)
     sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
-    rows = [sess.run(None, {k: v[i:i + 1] if v.ndim and len(v) == evals else v
-                            for k, v in inputs.items()}) for i in range(evals)]
+    rows = [sess.run(None, sample(name, inputs, i)) for i in range(evals)]
     floats = {n: np.concatenate([r[j] for r in rows]) for j, n in enumerate(names)}
+    if name != DIGITS and not batch_first(name):  # the outputs loops slice axis 0
+        inputs = {}
     return source, Path(onnx_path), str(calib), inputs, floats
+
+
+def batch_first(name: str) -> bool:
+    """Every input's samples on axis 0 (frozen scalars aside): what the host's and the
+    guest's outputs loops slice; a model such as silero_like_vad (state [2, N, 128]) is only
+    verified on its own test vectors."""
+    entry = zoo.entry(name)
+    return all(entry.batch_axis(n) == 0 for n in entry.input_names if n not in entry.consts)
+
+
+def sample(name: str, inputs: dict[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
+    """The ``i``-th sample of stacked inputs, along each input's batch axis."""
+    if name == DIGITS:
+        return {k: v[i:i + 1] for k, v in inputs.items()}
+    entry = zoo.entry(name)
+    found = {}
+    for k, v in inputs.items():
+        axis = entry.batch_axis(k)
+        found[k] = np.asarray(v[i]) if axis is None else np.take(v, [i], axis=axis)
+    return found
+
+
+def artifact_inputs(name: str, path: Path, inputs: dict[str, np.ndarray]
+                    ) -> dict[str, np.ndarray]:
+    """``inputs`` under the artifact's own input names (a build from the nn.Module names them
+    after ``forward``'s arguments), in order, frozen scalars (``--const``) left out."""
+    from edgekit.artifact import read_artifact
+
+    if not inputs or name == DIGITS:
+        return inputs
+    consts = zoo.entry(name).consts
+    kept = [v for k, v in inputs.items() if k not in consts]
+    wanted = [i["name"] for i in read_artifact(path).manifest["inputs"]]
+    return dict(zip(wanted, kept, strict=True))
 
 
 def host_outputs(path: Path, inputs: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
@@ -120,6 +143,12 @@ def host_outputs(path: Path, inputs: dict[str, np.ndarray]) -> dict[str, dict[st
         found[entry["format"]] = {o["name"]: np.concatenate([r[j] for r in rows])
                                   for j, o in enumerate(artifact.manifest["outputs"])}
     return found
+
+
+def output_names(path: Path) -> list[str]:
+    from edgekit.artifact import read_artifact
+
+    return [o["name"] for o in read_artifact(path).manifest["outputs"]]
 
 
 def output_steps(path: Path) -> dict[str, dict[str, float]]:
@@ -165,6 +194,7 @@ def build_model(name: str, work: Path, args: argparse.Namespace, targets: list[s
     source, onnx_path, calib, inputs, floats = prepare_model(name, work, args.samples, args.evals)
     depth = depth_of(onnx_path)
     example = None if isinstance(source, str) else zoo.entry(name).example_inputs()
+    options = {} if name == DIGITS else zoo.entry(name).build_options()
     builds: dict[str, Built] = {}
     for target in targets:
         out = work / f"{name}.{target}.edgekit"
@@ -173,12 +203,14 @@ def build_model(name: str, work: Path, args: argparse.Namespace, targets: list[s
                 warnings.simplefilter("ignore")
                 build(source, example, target=target, calib=calib, output=out, quiet=True,
                       method="minmax", calib_samples=max(4, args.samples * 3 // 4),
-                      test_vectors=2, seed=0, formats=["tflite", "onnx"])
+                      test_vectors=2, seed=0, formats=["tflite", "onnx"], **options)
         except Exception as exc:  # noqa: BLE001 - the table reports every failure
             return {}, [Row(name, depth, note=f"build {target}: {type(exc).__name__}: "
                                               f"{str(exc)[:120]}")]
-        built = Built(name, depth, out, inputs, floats, host_outputs(out, inputs),
-                      output_steps(out))
+        feeds = artifact_inputs(name, out, inputs)
+        named = dict(zip(output_names(out), floats.values(), strict=False))  # by position
+        built = Built(name, depth, out, feeds, named,
+                      host_outputs(out, feeds) if feeds else {}, output_steps(out))
         if args.verify:
             built.flipped = work / f"{name}.{target}.flipped.edgekit"
             built.flip_note = flip(out, built.flipped)
@@ -247,6 +279,12 @@ def verdicts(original: object, flipped: object | None) -> dict[str, str]:
     return found
 
 
+def verify_rows(name: str, depth: int, target: str, checks: dict[str, str], why: str
+                ) -> list[Row]:
+    return [Row(name, depth, fmt, CPUS[target], verify=verdict,
+                note=f"verify/flipped {verdict} ({why})") for fmt, verdict in checks.items()]
+
+
 def sweep(builds: dict[str, dict[str, Built]], targets: list[str], args: argparse.Namespace,
           extra: list[Path]) -> list[Row]:
     """Per target, one emulated interpreter runs every model's outputs and verifications."""
@@ -263,49 +301,25 @@ def sweep(builds: dict[str, dict[str, Built]], targets: list[str], args: argpars
             ".flipped.edgekit")).is_file() else None) for p in extra]
         paths = [p for _, path, bad in checked for p in (path, bad) if p is not None]
         result = emulate_batch(load_profile(target), verify=paths,
-                               outputs=[OutputsJob(str(m.path), m.inputs) for m in models],
+                               outputs=[OutputsJob(str(m.path), m.inputs) for m in models
+                                        if m.inputs],
                                timeout=4 * 3600)
         found = dict(zip(paths, result.verified, strict=True))
         checks = {name: verdicts(found[path], found.get(bad) if bad else None)
                   for name, path, bad in checked}
-        for model, emu in zip(models, result.outputs, strict=True):
-            rows += compare(model, target, emu, checks.get(model.name, {}))
+        emulated = iter(result.outputs)
+        for model in models:
+            if model.inputs:
+                rows += compare(model, target, next(emulated), checks.get(model.name, {}))
+            else:
+                rows += verify_rows(model.name, model.depth, target, checks.get(model.name, {}),
+                                    "outputs not compared: a batch axis other than 0")
         for name, _, _ in checked[len(models):]:
-            for fmt, verdict in checks[name].items():
-                rows.append(Row(name, 0, fmt, CPUS[target], verify=verdict,
-                                note=f"verify/flipped {verdict}"))
+            rows += verify_rows(name, 0, target, checks[name], "committed")
         print(f"[{target}: {len(paths)} verifications, {len(models)} output runs in "
               f"{result.interpreters} interpreter(s), {time.perf_counter() - start:.0f} s]",
               file=sys.stderr, flush=True)
     return rows
-
-
-def print_table(rows: list[Row]) -> None:
-    head = (f"{'model':<18}{'depth':>6}  {'format':<7}{'cpu':<5}{'=0':>8}{'<=1':>8}{'<=2':>8}"
-            f"{'max':>7}{'host dB':>9}{'emu dB':>8}{'verify/flipped':>16}")
-    print(head)
-    print("-" * len(head))
-    for r in sorted(rows, key=lambda r: (r.depth, r.model, r.fmt, r.cpu)):
-        if not r.dist:
-            print(f"{r.model:<18}{r.depth:>6}  {r.fmt:<7}{r.cpu:<5}  {r.note}")
-            continue
-        d = r.dist
-        db = "".join(f"{v:>9.1f}" if v is not None else f"{'-':>9}" for v in (r.host_db, r.emu_db))
-        print(f"{r.model:<18}{r.depth:>6}  {r.fmt:<7}{r.cpu:<5}{d['within_0']:>8.2%}"
-              f"{d['within_1']:>8.2%}{d['within_2']:>8.2%}{d['max']:>7.1f}{db}"
-              f"{r.verify or '-':>16}")
-    measured = [r for r in rows if r.dist]
-    if measured:
-        print(f"\n{len(measured)} model x format x CPU rows; worst within 1 step "
-              f"{min(r.dist['within_1'] for r in measured):.2%}, worst max "
-              f"{max(r.dist['max'] for r in measured):.1f} steps")
-        for fmt in sorted({r.fmt for r in measured}):
-            for cpu in sorted({r.cpu for r in measured}):
-                sel = [r for r in measured if r.fmt == fmt and r.cpu == cpu]
-                if sel:
-                    print(f"  {fmt:<7}{cpu:<5} rows {len(sel):>2}: within 1 step >= "
-                          f"{min(r.dist['within_1'] for r in sel):.2%}, max "
-                          f"{max(r.dist['max'] for r in sel):.1f} steps")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -323,7 +337,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--committed", default=str(EXAMPLE_ARTIFACT),
                         help="with --verify: committed artifacts verified as they are "
                              "(comma-separated; default the Pi example's)")
+    parser.add_argument("--table", help="only print the table of rows saved by --json "
+                                        "(comma-separated files, e.g. runs of model groups)")
     args = parser.parse_args(argv)
+    if args.table:
+        print_table([Row(**r) for f in args.table.split(",") for r in json.loads(
+            Path(f).read_text())])
+        return 0
     names = [n for n in args.models.split(",") if n] or [DIGITS, *zoo.ENTRIES]
     for n in names:
         if n != DIGITS:
