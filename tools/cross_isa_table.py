@@ -25,7 +25,10 @@ def print_table(rows: list[Row]) -> None:
     print("-" * len(head))
     for r in sorted(rows, key=lambda r: (r.depth, r.model, r.fmt, r.cpu)):
         if not r.dist:
-            print(f"{r.model:<18}{r.depth:>6}  {r.fmt:<7}{r.cpu:<5}  {r.note}")
+            dbs = (f" (dB vs float host {r.host_db:.1f} / emu {r.emu_db:.1f})"
+                   if r.host_db is not None and r.emu_db is not None else "")
+            shown = "" if not r.verify or r.note.startswith("verify") else f"; verify/flipped {r.verify}"
+            print(f"{r.model:<18}{r.depth:>6}  {r.fmt:<7}{r.cpu:<5}  {r.note}{shown}{dbs}")
             continue
         d = r.dist
         db = "".join(f"{v:>9.1f}" if v is not None else f"{'-':>9}" for v in (r.host_db, r.emu_db))
