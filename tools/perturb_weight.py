@@ -43,9 +43,13 @@ def perturb_tflite(blob: bytes, layer: int = -1, rank: int = 0) -> tuple[bytes, 
     from ai_edge_litert.interpreter import Interpreter
 
     interpreter = Interpreter(model_content=blob)
-    ops = [op for op in interpreter._get_ops_details() if op["op_name"] in WEIGHTED_TFLITE]
+    details = {d["index"]: d for d in interpreter.get_tensor_details()}
+    # int8 weights only: a layer the guard moved to fp16 reads its weights through a
+    # DEQUANTIZE of float16 constants, a tensor with no data of its own
+    ops = [op for op in interpreter._get_ops_details() if op["op_name"] in WEIGHTED_TFLITE
+           and details.get(int(op["inputs"][1]), {}).get("dtype") == np.int8]
     if not ops:
-        raise ValueError("the .tflite has no convolution or fully connected layer")
+        raise ValueError("the .tflite has no int8 convolution or fully connected layer")
     index = int(ops[layer]["inputs"][1])
     weight = interpreter.get_tensor(index)
     raw = weight.tobytes()
@@ -53,7 +57,7 @@ def perturb_tflite(blob: bytes, layer: int = -1, rank: int = 0) -> tuple[bytes, 
     if at < 0 or blob.find(raw, at + 1) >= 0:
         raise ValueError("could not locate the weight's bytes in the .tflite uniquely")
     new, i = flip(weight, rank)
-    name = interpreter.get_tensor_details()[index]["name"]
+    name = details[index]["name"]
     return blob[:at] + new.tobytes() + blob[at + len(raw):], f"tflite {name}[{i}]"
 
 

@@ -12,9 +12,15 @@ and report per model, format and CPU:
             within 1 and within 2 quantization steps of that output (worst output)
   max       the largest difference, in steps
   host dB / emu dB  SQNR of the host's and the emulated int8 outputs against the float model
-With --verify, each artifact's own test vectors then go through ``edgekit emulate`` on every
-target with the manifest's measured tolerance ("verify": PASS expected), and again with one
-weight flipped (tools/perturb_weight.py; "flipped": FAIL expected: the check keeps its teeth).
+With --verify, each artifact's own test vectors then go through ``edgekit emulate``'s check on
+every target with the manifest's measured tolerance ("verify": PASS expected), and again with
+one weight flipped (tools/perturb_weight.py; "flipped": FAIL expected: the check keeps its
+teeth); so does the committed example artifact (--committed), as it is.
+Cost: every model is built once per build target (rpi4 serves the A72 and the A53, whose
+profiles have the same runtime section; rpi5 has its own build, for its fp16 rung), then ONE
+emulated interpreter per target runs all the outputs and verifications
+(``converters.emulation.emulate_batch``): QEMU start-up and runtime imports are paid 3 times,
+not 3 per artifact.
 The host's ONNX runs unfused where its int8 kernels saturate (edgekit/cpu.py), as verify does.
 Rows for models that did not build or run say why. Set EDGEKIT_SYSROOT_CACHE to reuse a sysroot.
 """
@@ -28,30 +34,19 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import zoo  # noqa: E402
+from cross_isa_table import Row, print_table  # noqa: E402
 
 DIGITS = "digits_cnn"
 COMPUTE_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul", "LSTM", "GRU"}
 CPUS = {"rpi4": "A72", "rpi-zero2w": "A53", "rpi5": "A76"}
-
-
-@dataclass
-class Row:
-    model: str
-    depth: int = 0
-    fmt: str = "-"
-    cpu: str = "-"
-    dist: dict[str, float] = field(default_factory=dict)  # worst output's distribution
-    host_db: float | None = None
-    emu_db: float | None = None
-    note: str = ""
-    verify: str = ""  # with --verify: emulated verification of the artifact / a flipped weight
+EXAMPLE_ARTIFACT = Path(__file__).resolve().parents[1] / "examples/raspberrypi/digits.rpi4.edgekit"
 
 
 def depth_of(onnx_path: Path) -> int:
@@ -89,10 +84,45 @@ def prepare_model(name: str, work: Path, samples: int, evals: int
         source = module if entry.build_from == "torch" else str(onnx_path)
     sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
-    rows = [sess.run(None, {k: v[i:i + 1] if v.ndim and len(v) == evals else v
-                            for k, v in inputs.items()}) for i in range(evals)]
+    rows = [sess.run(None, sample(name, inputs, i)) for i in range(evals)]
     floats = {n: np.concatenate([r[j] for r in rows]) for j, n in enumerate(names)}
+    if name != DIGITS and not batch_first(name):  # the outputs loops slice axis 0
+        inputs = {}
     return source, Path(onnx_path), str(calib), inputs, floats
+
+
+def batch_first(name: str) -> bool:
+    """Every input's samples on axis 0 (frozen scalars aside): what the host's and the
+    guest's outputs loops slice; a model such as silero_like_vad (state [2, N, 128]) is only
+    verified on its own test vectors."""
+    entry = zoo.entry(name)
+    return all(entry.batch_axis(n) == 0 for n in entry.input_names if n not in entry.consts)
+
+
+def sample(name: str, inputs: dict[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
+    """The ``i``-th sample of stacked inputs, along each input's batch axis."""
+    if name == DIGITS:
+        return {k: v[i:i + 1] for k, v in inputs.items()}
+    entry = zoo.entry(name)
+    found = {}
+    for k, v in inputs.items():
+        axis = entry.batch_axis(k)
+        found[k] = np.asarray(v[i]) if axis is None else np.take(v, [i], axis=axis)
+    return found
+
+
+def artifact_inputs(name: str, path: Path, inputs: dict[str, np.ndarray]
+                    ) -> dict[str, np.ndarray]:
+    """``inputs`` under the artifact's own input names (a build from the nn.Module names them
+    after ``forward``'s arguments), in order, frozen scalars (``--const``) left out."""
+    from edgekit.artifact import read_artifact
+
+    if not inputs or name == DIGITS:
+        return inputs
+    consts = zoo.entry(name).consts
+    kept = [v for k, v in inputs.items() if k not in consts]
+    wanted = [i["name"] for i in read_artifact(path).manifest["inputs"]]
+    return dict(zip(wanted, kept, strict=True))
 
 
 def host_outputs(path: Path, inputs: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
@@ -115,6 +145,12 @@ def host_outputs(path: Path, inputs: dict[str, np.ndarray]) -> dict[str, dict[st
     return found
 
 
+def output_names(path: Path) -> list[str]:
+    from edgekit.artifact import read_artifact
+
+    return [o["name"] for o in read_artifact(path).manifest["outputs"]]
+
+
 def output_steps(path: Path) -> dict[str, dict[str, float]]:
     """Quantization step of each output, per format (a model's own output grid first)."""
     from edgekit.artifact import read_artifact
@@ -129,109 +165,161 @@ def output_steps(path: Path) -> dict[str, dict[str, float]]:
     return steps
 
 
-def study_model(name: str, work: Path, args: argparse.Namespace) -> list[Row]:
-    from edgekit.converters import build
-    from edgekit.converters.emulation import emulated_outputs
-    from edgekit.targets import load_profile
+@dataclass
+class Built:
+    """One model's artifact for one build target, with what the host computed on it."""
 
-    from edgekit.verify import step_distribution
+    name: str
+    depth: int
+    path: Path
+    inputs: dict[str, np.ndarray]
+    floats: dict[str, np.ndarray]
+    host: dict[str, dict[str, np.ndarray]]
+    steps: dict[str, dict[str, float]]
+    flipped: Path | None = None
+    flip_note: str = ""
+
+
+def build_for(target: str) -> str:
+    """The build an emulated target runs: the Zero 2 W's runtime section (formats, int8
+    types) is the Pi 4's, so it runs the rpi4 build; the Pi 5 (fp16 rung) gets its own."""
+    return "rpi5" if target == "rpi5" else "rpi4"
+
+
+def build_model(name: str, work: Path, args: argparse.Namespace, targets: list[str]
+                ) -> tuple[dict[str, Built], list[Row]]:
+    """Each needed build target's artifact (built once, shared by the CPUs that run it)."""
+    from edgekit.converters import build
 
     source, onnx_path, calib, inputs, floats = prepare_model(name, work, args.samples, args.evals)
     depth = depth_of(onnx_path)
     example = None if isinstance(source, str) else zoo.entry(name).example_inputs()
-    out = work / f"{name}.edgekit"
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            build(source, example, target="rpi4", calib=calib, output=out, quiet=True,
-                  method="minmax", calib_samples=max(4, args.samples * 3 // 4), test_vectors=2,
-                  seed=0, formats=["tflite", "onnx"])
-    except Exception as exc:  # noqa: BLE001 - the table reports every failure
-        return [Row(name, depth, note=f"build: {type(exc).__name__}: {str(exc)[:120]}")]
-    host = host_outputs(out, inputs)
-    steps = output_steps(out)
-    rows = []
-    checks = verify_checks(out, work, args.targets) if args.verify else {}
-    for target in args.targets:
+    options = {} if name == DIGITS else zoo.entry(name).build_options()
+    builds: dict[str, Built] = {}
+    for target in targets:
+        out = work / f"{name}.{target}.edgekit"
         try:
-            emu, _ = emulated_outputs(out, load_profile(target), inputs, timeout=3600)
-        except Exception as exc:  # noqa: BLE001
-            rows.append(Row(name, depth, cpu=CPUS[target],
-                            note=f"emulate: {type(exc).__name__}: {str(exc)[:120]}"))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                build(source, example, target=target, calib=calib, output=out, quiet=True,
+                      method="minmax", calib_samples=max(4, args.samples * 3 // 4),
+                      test_vectors=2, seed=0, formats=["tflite", "onnx"], **options)
+        except Exception as exc:  # noqa: BLE001 - the table reports every failure
+            return {}, [Row(name, depth, note=f"build {target}: {type(exc).__name__}: "
+                                              f"{str(exc)[:120]}")]
+        feeds = artifact_inputs(name, out, inputs)
+        named = dict(zip(output_names(out), floats.values(), strict=False))  # by position
+        built = Built(name, depth, out, feeds, named,
+                      host_outputs(out, feeds) if feeds else {}, output_steps(out))
+        if args.verify:
+            built.flipped = work / f"{name}.{target}.flipped.edgekit"
+            built.flip_note = flip(out, built.flipped)
+        builds[target] = built
+    return builds, []
+
+
+def flip(artifact: Path, flipped: Path) -> str:
+    from perturb_weight import perturb_artifact
+
+    try:
+        return "; ".join(perturb_artifact(artifact, flipped))
+    except ValueError as exc:
+        flipped.unlink(missing_ok=True)
+        return f"no flip: {exc}"
+
+
+def compare(built: Built, target: str, emu: dict[str, dict[str, np.ndarray]] | str,
+            checks: dict[str, str]) -> list[Row]:
+    """Rows for one model on one emulated CPU, one per format."""
+    from edgekit.verify import step_distribution
+
+    cpu = CPUS[target]
+    if isinstance(emu, str):
+        return [Row(built.name, built.depth, cpu=cpu, note=f"emulate: {emu[:140]}")]
+    rows = []
+    for fmt, outs in built.host.items():
+        row = Row(built.name, built.depth, fmt, cpu, verify=checks.get(fmt, ""))
+        rows.append(row)
+        if fmt not in emu:
+            row.note = "format did not run under emulation"
             continue
-        for fmt, outs in host.items():
-            row = Row(name, depth, fmt, CPUS[target])
-            if fmt not in emu:
-                row.note = "format did not run under emulation"
-                rows.append(row)
+        worst: dict[str, float] = {}
+        host_db, emu_db = [], []
+        for oname, value in outs.items():
+            step = built.steps[fmt][oname]
+            if oname in built.floats and built.floats[oname].shape == value.shape:
+                host_db.append(sqnr_db(built.floats[oname], value))
+                emu_db.append(sqnr_db(built.floats[oname], emu[fmt][oname]))
+            if step <= 0:
+                row.note = f"{oname} is float: no step"
                 continue
-            worst: dict[str, float] = {}
-            host_db, emu_db = [], []
-            for oname, value in outs.items():
-                step = steps[fmt][oname]
-                if step <= 0:
-                    row.note = f"{oname} is float: no step"
-                    continue
-                dist = step_distribution(emu[fmt][oname], value, step)
-                if not worst or dist["within_1"] < worst["within_1"] or dist["max"] > worst["max"]:
-                    worst = dist
-                if oname in floats and floats[oname].shape == value.shape:
-                    host_db.append(sqnr_db(floats[oname], value))
-                    emu_db.append(sqnr_db(floats[oname], emu[fmt][oname]))
-            row.dist = worst
-            row.verify = checks.get((target, fmt), "")
-            row.host_db = min(host_db) if host_db else None
-            row.emu_db = min(emu_db) if emu_db else None
-            rows.append(row)
+            dist = step_distribution(emu[fmt][oname], value, step)
+            if not worst or dist["within_1"] < worst["within_1"] or dist["max"] > worst["max"]:
+                worst = dist
+        row.dist = worst
+        row.host_db = min(host_db) if host_db else None
+        row.emu_db = min(emu_db) if emu_db else None
     return rows
 
 
-def verify_checks(artifact: Path, work: Path, targets: list[str]) -> dict[tuple[str, str], str]:
-    """(target, format) -> "PASS/FAIL" of the artifact and of one with a flipped weight."""
-    from edgekit.converters.emulation import emulate
-    from edgekit.targets import load_profile
-    from perturb_weight import perturb_artifact
+def verdicts(original: object, flipped: object | None) -> dict[str, str]:
+    """format -> "PASS/FAIL": the artifact's own verdict / the flipped one's ("-" if none)."""
+    def by_format(result: object) -> dict[str, dict]:
+        report = result.guest.get("report") or {}  # type: ignore[attr-defined]
+        return {f["format"]: f for f in report.get("formats", []) if not f.get("skipped")}
 
-    flipped = work / f"{artifact.stem}.flipped.edgekit"
-    perturb_artifact(artifact, flipped)
-    found: dict[tuple[str, str], str] = {}
-    for target in targets:
-        runs = [emulate(path, load_profile(target), runs=0) for path in (artifact, flipped)]
-        reports = [{f["format"]: f for f in (r.guest.get("report") or {}).get("formats", [])}
-                   for r in runs]
-        for fmt in reports[0]:
-            ok, bad = reports[0][fmt], reports[1].get(fmt, {})
-            found[(target, fmt)] = (f"{'PASS' if ok.get('passed') else 'FAIL'}/"
-                                    f"{'FAIL' if not bad.get('passed', True) else 'PASS'}")
+    ok = by_format(original)
+    bad = by_format(flipped) if flipped is not None else {}
+    found = {}
+    for fmt, got in ok.items():
+        second = "-" if fmt not in bad else ("PASS" if bad[fmt].get("passed") else "FAIL")
+        found[fmt] = f"{'PASS' if got.get('passed') else 'FAIL'}/{second}"
+    if not ok:
+        found["*"] = f"ERROR/{original.guest.get('error', '?')[:60]}"  # type: ignore[attr-defined]
     return found
 
 
-def print_table(rows: list[Row]) -> None:
-    head = (f"{'model':<18}{'depth':>6}  {'format':<7}{'cpu':<5}{'=0':>8}{'<=1':>8}{'<=2':>8}"
-            f"{'max':>7}{'host dB':>9}{'emu dB':>8}{'verify/flipped':>16}")
-    print(head)
-    print("-" * len(head))
-    for r in sorted(rows, key=lambda r: (r.depth, r.model, r.fmt, r.cpu)):
-        if not r.dist:
-            print(f"{r.model:<18}{r.depth:>6}  {r.fmt:<7}{r.cpu:<5}  {r.note}")
-            continue
-        d = r.dist
-        db = "".join(f"{v:>9.1f}" if v is not None else f"{'-':>9}" for v in (r.host_db, r.emu_db))
-        print(f"{r.model:<18}{r.depth:>6}  {r.fmt:<7}{r.cpu:<5}{d['within_0']:>8.2%}"
-              f"{d['within_1']:>8.2%}{d['within_2']:>8.2%}{d['max']:>7.1f}{db}"
-              f"{r.verify or '-':>16}")
-    measured = [r for r in rows if r.dist]
-    if measured:
-        print(f"\n{len(measured)} model x format x CPU rows; worst within 1 step "
-              f"{min(r.dist['within_1'] for r in measured):.2%}, worst max "
-              f"{max(r.dist['max'] for r in measured):.1f} steps")
-        for fmt in sorted({r.fmt for r in measured}):
-            for cpu in sorted({r.cpu for r in measured}):
-                sel = [r for r in measured if r.fmt == fmt and r.cpu == cpu]
-                if sel:
-                    print(f"  {fmt:<7}{cpu:<5} rows {len(sel):>2}: within 1 step >= "
-                          f"{min(r.dist['within_1'] for r in sel):.2%}, max "
-                          f"{max(r.dist['max'] for r in sel):.1f} steps")
+def verify_rows(name: str, depth: int, target: str, checks: dict[str, str], why: str
+                ) -> list[Row]:
+    return [Row(name, depth, fmt, CPUS[target], verify=verdict,
+                note=f"verify/flipped {verdict} ({why})") for fmt, verdict in checks.items()]
+
+
+def sweep(builds: dict[str, dict[str, Built]], targets: list[str], args: argparse.Namespace,
+          extra: list[Path]) -> list[Row]:
+    """Per target, one emulated interpreter runs every model's outputs and verifications."""
+    from edgekit.converters.emulation import OutputsJob, emulate_batch
+    from edgekit.targets import load_profile
+
+    rows: list[Row] = []
+    for target in targets:
+        start = time.perf_counter()
+        models = [b[build_for(target)] for b in builds.values() if build_for(target) in b]
+        checked = [(m.name, m.path, m.flipped) for m in models] if args.verify else []
+        if args.verify:
+            checked += [(f"{p.name} (committed)", p, bad if (bad := p.with_suffix(
+            ".flipped.edgekit")).is_file() else None) for p in extra]
+        paths = [p for _, path, bad in checked for p in (path, bad) if p is not None]
+        result = emulate_batch(load_profile(target), verify=paths,
+                               outputs=[OutputsJob(str(m.path), m.inputs) for m in models
+                                        if m.inputs],
+                               timeout=4 * 3600)
+        found = dict(zip(paths, result.verified, strict=True))
+        checks = {name: verdicts(found[path], found.get(bad) if bad else None)
+                  for name, path, bad in checked}
+        emulated = iter(result.outputs)
+        for model in models:
+            if model.inputs:
+                rows += compare(model, target, next(emulated), checks.get(model.name, {}))
+            else:
+                rows += verify_rows(model.name, model.depth, target, checks.get(model.name, {}),
+                                    "outputs not compared: a batch axis other than 0")
+        for name, _, _ in checked[len(models):]:
+            rows += verify_rows(name, 0, target, checks[name], "committed")
+        print(f"[{target}: {len(paths)} verifications, {len(models)} output runs in "
+              f"{result.interpreters} interpreter(s), {time.perf_counter() - start:.0f} s]",
+              file=sys.stderr, flush=True)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,30 +331,66 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verify", action="store_true",
                         help="also emulate each artifact's test vectors, and with a flipped weight")
     parser.add_argument("--json", help="also write the rows to this JSON file")
+    parser.add_argument("--group", type=int, default=0,
+                        help="build and sweep this many models at a time (0: all at once); "
+                             "results of each group reach --json before the next starts")
+    parser.add_argument("--committed", default=str(EXAMPLE_ARTIFACT),
+                        help="with --verify: committed artifacts verified as they are "
+                             "(comma-separated; default the Pi example's)")
+    parser.add_argument("--table", help="only print the table of rows saved by --json "
+                                        "(comma-separated files, e.g. runs of model groups)")
     args = parser.parse_args(argv)
+    if args.table:
+        print_table([Row(**r) for f in args.table.split(",") for r in json.loads(
+            Path(f).read_text())])
+        return 0
     names = [n for n in args.models.split(",") if n] or [DIGITS, *zoo.ENTRIES]
     for n in names:
         if n != DIGITS:
             zoo.entry(n)
     args.targets = [t for t in args.targets.split(",") if t]
+    args.committed = [p for p in args.committed.split(",") if p]
     for t in args.targets:
         if t not in CPUS:
             parser.error(f"--targets: expected names among {sorted(CPUS)}, got {t!r}")
     args.samples, args.evals = (8, 4) if args.quick else (32, 16)
     logging.getLogger().setLevel(logging.ERROR)
     rows: list[Row] = []
+    build_targets = sorted({build_for(t) for t in args.targets})
+    size = args.group or len(names)
     with tempfile.TemporaryDirectory(prefix="study-cross-isa-") as tmp:
-        for name in names:
-            start = time.perf_counter()
-            try:
-                got = study_model(name, Path(tmp), args)
-            except Exception as exc:  # noqa: BLE001 - export trouble: report, go on
-                got = [Row(name, note=f"{type(exc).__name__}: {str(exc)[:140]}")]
-            rows += got
-            print(f"[{name}: {len(got)} rows, {time.perf_counter() - start:.0f} s]",
+        extra = [Path(p) for p in args.committed] if args.verify else []
+        for path in extra:
+            print(f"[{path.name}: {flip(path, Path(tmp) / (path.stem + '.flipped.edgekit'))}]",
                   file=sys.stderr, flush=True)
+        extra = [Path(tmp) / p.name for p in extra]
+        for path, src in zip(extra, args.committed, strict=True):
+            path.write_bytes(Path(src).read_bytes())
+        for first in range(0, len(names), size):  # build a group, sweep it, report it
+            builds: dict[str, dict[str, Built]] = {}
+            for name in names[first:first + size]:
+                start = time.perf_counter()
+                try:
+                    built, failed = build_model(name, Path(tmp), args, build_targets)
+                except Exception as exc:  # noqa: BLE001 - export trouble: report, go on
+                    built, failed = {}, [Row(name, note=f"{type(exc).__name__}: "
+                                                        f"{str(exc)[:140]}")]
+                rows += failed
+                if built:
+                    builds[name] = built
+                flips = "; ".join(f"{t}: {b.flip_note}" for t, b in built.items()
+                                  if b.flip_note)
+                print(f"[{name}: built {sorted(built) or 'nothing'} in "
+                      f"{time.perf_counter() - start:.0f} s{'; ' + flips if flips else ''}]",
+                      file=sys.stderr, flush=True)
+            rows += sweep(builds, args.targets, args, extra if first == 0 else [])
             if args.json:
-                Path(args.json).write_text(json.dumps([r.__dict__ for r in rows], indent=1))
+                Path(args.json).write_text(json.dumps([r.__dict__ for r in rows], indent=1, default=float))
+            for built in builds.values():  # a group's artifacts are done with
+                for b in built.values():
+                    for path in (b.path, b.flipped):
+                        if path is not None:
+                            path.unlink(missing_ok=True)
     print_table(rows)
     return 0
 

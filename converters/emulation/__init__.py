@@ -10,11 +10,13 @@ the emulator as a script, importing only the device package)::
 
 ``recipe`` says what the sysroot holds, ``apt`` fetches Debian packages with a private APT,
 ``builder`` builds and caches the sysroot, ``runner`` runs its Python under QEMU with a
-target's CPU, ``session`` ties them together for ``edgekit emulate``.
+target's CPU, ``session`` ties them together for ``edgekit emulate``, ``batch`` runs many artifacts in one
+emulated interpreter (sweeps).
 """
 
 from __future__ import annotations
 
+from edgekit.converters.emulation.batch import BatchResult, OutputsJob, emulate_batch
 from edgekit.converters.emulation.builder import Sysroot, ensure_sysroot
 from edgekit.converters.emulation.recipe import Recipe, cache_root, recipe_for
 from edgekit.converters.emulation.runner import CpuSpec, run_guest, run_python
@@ -29,14 +31,17 @@ from edgekit.converters.emulation.session import (
 
 __all__ = [
     "TIMING_LABEL",
+    "BatchResult",
     "CpuSpec",
     "EmulationResult",
     "Recipe",
     "Sysroot",
     "cache_root",
     "emulate",
+    "emulate_batch",
     "emulated_outputs",
     "ensure_sysroot",
+    "OutputsJob",
     "prepare",
     "probe",
     "recipe_for",

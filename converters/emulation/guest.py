@@ -10,6 +10,9 @@ Commands (each prints one ``EDGEKIT-EMULATE-RESULT <json>`` line on stdout):
 * ``outputs ARTIFACT INPUTS.npz OUT.npz``: every installed format's outputs on the inputs
   (one sample at a time, as a device serves them), saved as ``<format>/<output>`` arrays;
   what ``edgekit emulate --val`` and the cross-ISA study compare with the host's.
+* ``batch JOBS.json``: many ``verify``/``outputs`` jobs in this one interpreter (importing
+  the runtimes under QEMU costs tens of seconds, paid once); one result line per job, as it
+  finishes, each with the job's ``id``, so a crash loses only the job it happened in.
 
 Only the stdlib at import time: the probe must work even when a runtime would crash.
 """
@@ -154,6 +157,28 @@ def outputs(path: str, inputs_path: str, out_path: str) -> dict[str, Any]:
     return result
 
 
+def report(result: dict[str, Any]) -> None:
+    sys.stdout.write(RESULT_MARK + json.dumps(result) + "\n")
+    sys.stdout.flush()
+
+
+def batch(jobs_path: str) -> None:
+    """Run each job of ``[{"id", "command": "verify"|"outputs", "args": [...]}]``; report
+    each as it ends (an exception becomes that job's error, the next job still runs)."""
+    with open(jobs_path) as handle:
+        jobs = json.load(handle)
+    for job in jobs:
+        try:
+            if job["command"] == "verify":
+                artifact, runs = job["args"]
+                result = verify(artifact, int(runs))
+            else:
+                result = outputs(*job["args"])
+        except Exception as exc:  # noqa: BLE001 - one job's failure is its own result
+            result = {"passed": False, "error": f"{type(exc).__name__}: {exc}"}
+        report({"id": job["id"], **result})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="guest.py")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -165,15 +190,19 @@ def main(argv: list[str] | None = None) -> int:
     out.add_argument("artifact")
     out.add_argument("inputs")
     out.add_argument("out")
+    many = sub.add_parser("batch")
+    many.add_argument("jobs")
     args = parser.parse_args(argv)
+    if args.command == "batch":
+        batch(args.jobs)
+        return 0
     if args.command == "probe":
         result = probe()
     elif args.command == "verify":
         result = verify(args.artifact, args.runs)
     else:
         result = outputs(args.artifact, args.inputs, args.out)
-    sys.stdout.write(RESULT_MARK + json.dumps(result) + "\n")
-    sys.stdout.flush()
+    report(result)
     return 0
 
 

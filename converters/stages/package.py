@@ -18,7 +18,7 @@ from edgekit.errors import InternalError
 
 from ..context import BuildContext
 from ..data import data_label
-from ..metrics.tolerance import BASIS, depth, has_attention, output_tolerance
+from ..metrics.tolerance import BASIS, depth, has_attention, head_gain, output_tolerance
 from ..pipeline import Stage
 from ..qdq import snap_to_grid
 from ..report.layers import layer_records
@@ -103,7 +103,8 @@ def vector_tolerances(ctx: BuildContext, vectors: dict[str, np.ndarray]) -> dict
             q = (entry.get("outputs_quantization", {}).get(name) or spec.get("quantization")
                  or {})
             tol = output_tolerance(vectors[f"out/{entry['format']}/{name}"],
-                                   float(q.get("scale") or 0.0), layers, attention).to_dict()
+                                   float(q.get("scale") or 0.0), layers, attention,
+                                   head_gain(graph, name)).to_dict()
             kept = bounds.get(name)
             if kept is None or (tol["min_sqnr_db"] is not None and (
                     kept["min_sqnr_db"] is None or tol["min_sqnr_db"] < kept["min_sqnr_db"])):
