@@ -211,6 +211,9 @@ def table(first: TaskScore, outcome: GuardOutcome, budget: float) -> str:
     lines += [f"  {name:<{width}}  {drop:13.2f}  {'met' if drop <= budget else 'MISSED'}" for name, drop in rows]
     if outcome.timed_out:
         lines.append(f"  (guard stopped at its time bound after {outcome.seconds:.0f} s; raise --guard-time)")
+    else:
+        lines.append(f"  (guard: {outcome.ranked} tensor(s) ranked, {len(outcome.attempts)} rebuild(s), "
+                     f"{outcome.seconds:.0f} s)")
     return "\n".join(lines)
 
 
@@ -230,6 +233,8 @@ def enforce_accuracy(ctx: BuildContext) -> None:
                f"points ({first.basis}); accuracy guard for up to {config.guard_time:g} s")
     outcome = run_guard(ctx, method, ctx.quant_path, budget, lambda path: scorer.score(path)[1])
     section = outcome.to_dict(budget, config.guard_time)
+    section["int8_drop"] = round(first.drop, 4)  # the miss that started the guard
+    section["basis"] = first.basis
     rows = table(first, outcome, budget)
     chosen = outcome.met
     if chosen is None and not config.accept_accuracy_drop:
