@@ -67,11 +67,10 @@ def with_outlier(module: Any, scale: float) -> Any:
     the following 1x1 conv's weights for it ``scale`` times smaller: same float function."""
     import torch
 
-    block = module.features[-2].conv  # the last inverted residual: ... project conv, BatchNorm
-    bn = block[-1]
+    bn = module.features[-2].conv[-1][-1]  # the last inverted residual's projection: conv, BN
     head = module.features[-1][0]     # the 1x1 conv (320 -> 1280) reading that output
     if not isinstance(bn, torch.nn.BatchNorm2d) or not isinstance(head, torch.nn.Conv2d):
-        raise TypeError("--outlier expects mobilenetv2_like's layout (features[-2].conv[-1] "
+        raise TypeError("--outlier expects mobilenetv2_like's layout (features[-2].conv[-1][-1] "
                         f"BatchNorm2d, features[-1][0] Conv2d); got {type(bn).__name__}, "
                         f"{type(head).__name__}")
     with torch.no_grad():
@@ -155,6 +154,18 @@ def bench_one(name: str, work: Path, args: argparse.Namespace) -> Row:
     return row
 
 
+def export(name: str, folder: Path, args: argparse.Namespace) -> None:
+    """Write the model and its data for a CLI build (``--export``): progress bar on a TTY."""
+    entry = zoo.entry(name)
+    module = with_outlier(entry.factory(), args.outlier) if args.outlier else entry.factory()
+    folder.mkdir(parents=True, exist_ok=True)
+    onnx_path = entry.write_onnx(folder / f"{name}.onnx", module)
+    np.savez(folder / "calib.npz", **entry.calib_data(args.calib, seed=100))
+    np.savez(folder / "val.npz", **entry.calib_data(args.val, seed=10_000))
+    print(f"edgekit build {onnx_path} --target {args.target} --calib {folder / 'calib.npz'} "
+          f"--val {folder / 'val.npz'} -o {folder / (name + '.edgekit')}")
+
+
 def fmt(x: float | None, spec: str = ".2f") -> str:
     return "-" if x is None else format(x, spec)
 
@@ -189,12 +200,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metric", help="the build's --metric (default: chosen from the outputs)")
     parser.add_argument("--outlier", type=float, default=0.0,
                         help="mobilenetv2_like only: an outlier channel this many times larger")
+    parser.add_argument("--export", type=Path, metavar="DIR",
+                        help="write the model(s) and their .npz data to DIR and print the build "
+                             "command instead of building (a CLI build shows the progress bar)")
     args = parser.parse_args(argv)
     names = [n for n in args.models.split(",") if n] or list(zoo.ENTRIES)
     for n in names:
         zoo.entry(n)  # unknown names fail before any work
     if args.outlier and names != ["mobilenetv2_like"]:
         parser.error("--outlier applies to --models mobilenetv2_like only")
+    if args.export:
+        for name in names:
+            export(name, args.export, args)
+        return 0
     logging.getLogger().setLevel(logging.ERROR)  # onnxruntime quantization's advice per model
     rows = []
     for name in names:
