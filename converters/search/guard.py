@@ -12,8 +12,8 @@ others that a per-tensor comparison inside the int8 model mixes in.
 
 That costs one run of the model per tensor (~150 on a MobileNetV2), so the measuring goes in
 order of suspicion and stops at a deadline: one float run with every quantized activation
-exposed gives each tensor's *local* SQNR (its worst channel against itself on the int8 grid,
-and each weight's worst channel against its dequantized values); the lowest are measured at
+exposed gives each tensor's *local* SQNR (against itself on the int8 grid, every channel weighing
+the same, ``channel_sqnr``; each weight against its dequantized values); the lowest are measured at
 the output first, and the tensors left unmeasured at the deadline follow the measured ones in
 local order.
 
@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from edgekit.sqnr import CAP_DB
 from edgekit.sqnr import sqnr_db as _sqnr_db
 
 from ..context import Dataset
@@ -104,23 +105,27 @@ def local_sqnr(model: Any, data: Dataset, activations: dict[str, tuple[Any, Any]
     for name in activations:
         if name not in got:  # a graph input: its values are the data's
             got[name] = np.asarray(data.arrays[name][:len(data)]) if name in data.arrays else None
-    out = {t: worst_channel_sqnr(got[t], _fake_quant(got[t], *activations[t]), axis=1)
+    out = {t: channel_sqnr(got[t], _fake_quant(got[t], *activations[t]), axis=1)
            for t in activations if got.get(t) is not None}
     floats = {i.name: i for i in model.graph.initializer}
-    out.update({name: worst_channel_sqnr(numpy_helper.to_array(floats[name]), values, axis=0)
+    out.update({name: channel_sqnr(numpy_helper.to_array(floats[name]), values, axis=0)
                 for name, values in weights.items() if name in floats})
     return out
 
 
-def worst_channel_sqnr(reference: np.ndarray, got: np.ndarray, axis: int) -> float:
-    """The lowest SQNR over the channels along ``axis``: a tensor whose one outlier channel
-    crushed the others to a few int8 steps scores high as a whole but low here."""
-    if reference.ndim <= axis:
+def channel_sqnr(reference: np.ndarray, got: np.ndarray, axis: int) -> float:
+    """SQNR with every channel along ``axis`` weighing the same: -10 log10 of the mean over
+    channels of noise/signal (each capped at 1, a channel rounded to zero). One outlier
+    channel that crushed the others scores near 0 dB, though its own energy would make the
+    whole tensor's SQNR high; a few small or dead channels among hundreds barely count."""
+    if reference.ndim <= axis or reference.shape[axis] < 2:
         return _sqnr_db(reference, got)
-    ref, cand = np.moveaxis(reference, axis, 0), np.moveaxis(np.asarray(got), axis, 0)
-    return min(_sqnr_db(r, c) for r, c in zip(ref, cand, strict=True))
-
-
+    ref = np.moveaxis(np.asarray(reference, np.float64), axis, 0).reshape(reference.shape[axis], -1)
+    err = ref - np.moveaxis(np.asarray(got, np.float64), axis, 0).reshape(ref.shape)
+    signal, noise = np.sum(ref ** 2, axis=1), np.sum(err ** 2, axis=1)
+    ratio = np.where(noise == 0, 0.0, np.minimum(1.0, noise / np.maximum(signal, 1e-30)))
+    mean = float(ratio.mean())
+    return CAP_DB if mean == 0 else float(min(CAP_DB, -10 * np.log10(mean)))
 def _graph_maps(model: Any) -> tuple[dict[str, Any], dict[str, list[Any]]]:
     producer = {out: node for node in model.graph.node for out in node.output}
     consumers: dict[str, list[Any]] = {}
