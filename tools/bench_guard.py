@@ -81,14 +81,15 @@ def with_outlier(module: Any, scale: float) -> Any:
 
 
 ROW = re.compile(r"^\s+(?P<build>\S.*?)\s+(?P<drop>-?[\d.]+)\s+(met|MISSED)$")
-GUARD_SECONDS = re.compile(r"(\d+) s\)$")
+GUARD_SECONDS = re.compile(r"(?:after (\d+) s;|, (\d+) s\)$)")
 MISS_LINE = re.compile(r"accuracy budget: \S+ > (?P<budget>\S+) points \((?P<basis>.*?)\)")
 
 
 def parse_table(table: str) -> tuple[float | None, list[str], float | None]:
     """From the exit-3 table: the plain int8 drop, one line per guard attempt, the guard's seconds."""
     rows = [m for m in map(ROW.match, table.splitlines()) if m]
-    seconds = next((float(m.group(1)) for m in map(GUARD_SECONDS.search, table.splitlines()) if m), None)
+    seconds = next((float(m.group(1) or m.group(2)) for m in map(GUARD_SECONDS.search, table.splitlines())
+                    if m), None)
     moved = [f"{m['build']} -> {float(m['drop']):.2f}" for m in rows[1:]]
     return (float(rows[0]["drop"]) if rows else None), moved, seconds
 

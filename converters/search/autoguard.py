@@ -10,6 +10,10 @@ activation-sensitive layers of ops with 16x8 kernels), fp16 weights (only where 
 CPU has fp16 arithmetic: ``profile.cpu.fp16``), then float; the first rung that meets the
 budget wins (``stages/precision.py`` rewrites the graph; both formats run it).
 
+Within the bound: the ranking takes at most ``RANK_SHARE`` of it, and a rebuild starts only
+when it should end inside it (its time estimated from the build's own quantize and validate
+stages, then from the last rebuild).
+
 ``enforce_accuracy(ctx)`` runs right after the validate stage of a plain build: a met (or
 unchecked) budget passes; a miss runs the guard, and if it still misses, ``BudgetError``
 (exit 3, the table, no artifact) unless ``--accept-accuracy-drop``, which ships the best
@@ -137,9 +141,11 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, budget: float,
     deadline = started + config.guard_time
     outcome = GuardOutcome(rungs=ladder(ctx.profile))
     progress = Progress(config.quiet)
+    rebuild_s = rebuild_estimate(ctx)  # then: the last rebuild's time
     try:
+        rank_until = min(started + RANK_SHARE * config.guard_time, deadline - rebuild_s)
         ranking = sensitivity(ctx.float_path, qdq_path, ctx.calib, config.sensitivity_samples,
-                              deadline=started + RANK_SHARE * config.guard_time, progress=progress)
+                              deadline=rank_until, progress=progress)
         outcome.ranked = sum(1 for s in ranking if s.measured == "output")
         plans = steps(ranking, max_steps=len(ranking))
         sizes = prefix_sizes(len(plans))
@@ -154,7 +160,7 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, budget: float,
             plan = plans[size - 1]
             nodes = nodes_of(plan)
             for rung in rungs_for(plan, outcome.rungs):
-                if time.monotonic() > deadline:
+                if time.monotonic() + rebuild_s > deadline:  # it would end past the bound
                     outcome.timed_out = True
                     break
                 began = time.monotonic()
@@ -163,6 +169,7 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, budget: float,
                 attempt = Attempt([p.tensor for p in plan], nodes, path, score, score.drop <= budget,
                                   time.monotonic() - began, rung)
                 outcome.attempts.append(attempt)
+                rebuild_s = attempt.seconds
                 ctx.report(f"  accuracy guard: {len(plan)} tensor(s) {rung} ({len(nodes)} nodes): "
                            f"drop {score.drop:.2f} points -> {'meets' if attempt.met else 'misses'} {budget:g}")
                 if attempt.met:
@@ -176,6 +183,13 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, budget: float,
         progress.close()
     outcome.seconds = time.monotonic() - started
     return outcome
+
+
+def rebuild_estimate(ctx: BuildContext) -> float:
+    """Seconds one guard rebuild should take before any ran: the build's own quantize stage
+    and its validation of one candidate (a rebuild is one of each)."""
+    seconds = {s["name"]: float(s.get("seconds", 0.0)) for s in ctx.stages}
+    return seconds.get("quantize", 0.0) + seconds.get("validate", 0.0) / max(1, len(ctx.candidates))
 
 
 def onnx_nodes(path: Path) -> dict[str, str]:
