@@ -126,6 +126,12 @@ class Progress:
         else:
             self.bar.update(1)
 
+    def remaining(self, steps: int) -> None:
+        """The ranking stopped early: the bar's total becomes what is done plus ``steps``."""
+        if self.bar is not None:
+            self.bar.total = self.bar.n + steps
+            self.bar.refresh()
+
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
@@ -149,7 +155,7 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, budget: float,
         outcome.ranked = sum(1 for s in ranking if s.measured == "output")
         plans = steps(ranking, max_steps=len(ranking))
         sizes = prefix_sizes(len(plans))
-        progress(len(sizes))
+        progress.remaining(len(sizes))  # rebuild sizes; unmeasured tensors are no longer ahead
         if ranking:
             ctx.report("  accuracy guard: most sensitive " + ", ".join(
                 f"{s.tensor} ({s.sqnr_db:.1f} dB)" for s in ranking[:3]))
