@@ -224,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
                 row = Row(name, "-", outcome="bench failed", note=f"{type(exc).__name__}: {exc}"[:160])
         rows.append(row)
         print(f"[{name}: {row.outcome}, int8 {fmt(row.int8_drop)} -> {fmt(row.final_drop)}, "
-              f"guard {fmt(row.guard_s, '.0f')} s, build {row.build_s:.0f} s]", file=sys.stderr, flush=True)
+              f"guard {fmt(row.guard_s, '.0f')} s, build {row.build_s:.0f} s]"
+              + "".join(f"\n  moved {m}" for m in row.moved), file=sys.stderr, flush=True)
     print_table(rows, os.getloadavg())
     return 1 if any(r.outcome == "SHIPPED MISS" for r in rows) else 0
 
