@@ -54,6 +54,18 @@ def test_sensitivity_ranks_the_crushed_activation_first(outlier):
     assert "output SQNR" in first.reason()
 
 
+def test_ranking_out_of_time_orders_by_the_crushed_channel(outlier):
+    """Past its deadline the ranking measures nothing at the output: the one float run's
+    per-channel SQNR (every channel weighing the same) still puts the activation the outlier
+    channel crushed first, well apart from the rest."""
+    prepared, qdq, data = outlier
+    ranking = sensitivity(prepared, qdq, data, samples=32, deadline=0.0)
+    assert ranking and {s.measured for s in ranking} == {"local"}
+    order = [(s.tensor, round(s.sqnr_db, 1)) for s in ranking]
+    assert ranking[0].tensor == "relu" and ranking[0].sqnr_db + 10 < ranking[1].sqnr_db, order
+    assert "not measured" in ranking[0].reason()
+
+
 def test_fix_set_of_a_weight_is_its_reader(outlier):
     import onnx
 
