@@ -8,10 +8,12 @@ box head amplified the flips to 60% parity with onnxruntime. So per-channel slop
 NHWC int8 tensor are written as::
 
     neg  = DEPTHWISE_CONV_2D 1x1 (slope c as +-127 at scale |slope c|/127: exact per channel)
-    pos  = x requantized to the output's parameters
+    pos  = DEPTHWISE_CONV_2D 1x1 (127 at scale 1/127: x at the output's parameters)
     out  = SELECT_V2(x >= 0, pos, neg)
 
-each branch rounded once, as onnxruntime does. One shared slope (after a linear layer) is
+each branch rounded once, as onnxruntime does. ``pos`` is a convolution, not a QUANTIZE,
+because XNNPACK's int8 QUANTIZE rescales with an 8-bit fraction (up to a quarter step off at
+|x| = 127: it flipped 0.9% of PNet's first PRelu outputs that sat near half a step). One shared slope (after a linear layer) is
 exact at its own scale and stays one PRELU; float mode is one float PRELU.
 """
 
@@ -63,22 +65,8 @@ def _channel_slopes(ctx: ConversionContext, node: onnx.NodeProto, x: Value) -> n
 def _exact_select(ctx: ConversionContext, node: onnx.NodeProto, x: Value,
                   slopes: np.ndarray) -> None:
     x = ctx.to_layout(x, NHWC)
-    out_qp = ctx.out_params(node)
-    channels = slopes.size
-    w_scale = np.where(slopes != 0, np.abs(slopes) / 127.0, 1.0)
-    w_int = np.rint(slopes / w_scale).astype(np.int8).reshape(1, 1, 1, channels)
-    filt = ctx.w.tensor((1, 1, 1, channels), "int8",
-                        QParams(tuple(float(s) for s in w_scale), (0,) * channels, 3),
-                        f"{node.name}_slope", w_int)
-    b_scale = tuple(float(x.qparams.s * s) for s in w_scale)
-    bias = ctx.w.tensor((channels,), "int32", QParams(b_scale, (0,) * channels, 0, "int32"),
-                        f"{node.name}_zero_bias", np.zeros(channels, np.int32))
-    neg = ctx.new_value(x.onnx_shape, NHWC, out_qp, f"{node.output[0]}_neg")
-    opts = S.DepthwiseConv2DOptionsT()
-    opts.padding, opts.strideH, opts.strideW = Padding.VALID, 1, 1
-    opts.dilationHFactor, opts.dilationWFactor, opts.depthMultiplier = 1, 1, 1
-    ctx.emit(Op.DEPTHWISE_CONV_2D, [x, filt, bias], [neg], opts)
-    pos = ctx.requant(x, out_qp)
+    neg = _channel_scale(ctx, node, x, slopes, "neg")
+    pos = _channel_scale(ctx, node, x, np.ones_like(slopes), "pos")
     zero = ctx.w.tensor((1,), "int8", x.qparams, f"{node.name}_zero",
                         np.asarray([x.qparams.zp], np.int8))
     mask = ctx.w.tensor(neg.tensor.shape, "bool", None, f"{node.output[0]}_nonneg")
@@ -86,6 +74,27 @@ def _exact_select(ctx: ConversionContext, node: onnx.NodeProto, x: Value,
     out = ctx.output(node, 0, NHWC)
     ctx.emit(Op.SELECT_V2, [mask, pos, neg], [out])
     ctx.bind(node, 0, out)
+
+
+def _channel_scale(ctx: ConversionContext, node: onnx.NodeProto, x: Value, factors: np.ndarray,
+                   tag: str) -> Value:
+    """``x`` times one factor per channel, at the node's output parameters: a 1x1 depthwise
+    convolution whose weight is +-127 at scale |factor|/127 (exact), requantized once."""
+    channels = factors.size
+    w_scale = np.where(factors != 0, np.abs(factors) / 127.0, 1.0)
+    w_int = np.rint(factors / w_scale).astype(np.int8).reshape(1, 1, 1, channels)
+    filt = ctx.w.tensor((1, 1, 1, channels), "int8",
+                        QParams(tuple(float(s) for s in w_scale), (0,) * channels, 3),
+                        f"{node.name}_{tag}_w", w_int)
+    b_scale = tuple(float(x.qparams.s * s) for s in w_scale)
+    bias = ctx.w.tensor((channels,), "int32", QParams(b_scale, (0,) * channels, 0, "int32"),
+                        f"{node.name}_{tag}_b", np.zeros(channels, np.int32))
+    out = ctx.new_value(x.onnx_shape, NHWC, ctx.out_params(node), f"{node.output[0]}_{tag}")
+    opts = S.DepthwiseConv2DOptionsT()
+    opts.padding, opts.strideH, opts.strideW = Padding.VALID, 1, 1
+    opts.dilationHFactor, opts.dilationWFactor, opts.depthMultiplier = 1, 1, 1
+    ctx.emit(Op.DEPTHWISE_CONV_2D, [x, filt, bias], [out], opts)
+    return out
 
 
 def _slope_is_const(ctx: ConversionContext, node: onnx.NodeProto) -> bool:
