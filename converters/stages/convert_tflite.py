@@ -60,7 +60,8 @@ class ConvertTflite(Stage):
                 return
         try:
             model = convert(quantized, keep_float=keep_float, strict_int8=strict,
-                            int8_io=not ctx.config.tflite_float_io)
+                            int8_io=not ctx.config.tflite_float_io,
+                            output_ranges=self._output_ranges(ctx, quantized))
         except UnsupportedModelError as exc:
             if not optional:
                 raise
@@ -93,6 +94,20 @@ class ConvertTflite(Stage):
         ctx.validation["tflite"] = check
         self.used = {"strict_int8": strict, "io": entry["io"], "keep_float": sorted(keep_float),
                      "float_ops": len(model.float_ops), "bytes": len(model.data)}
+
+    @staticmethod
+    def _output_ranges(ctx: BuildContext, model) -> dict[str, tuple[float, float]]:
+        """The calibrated ranges of the graph outputs, from the chosen method's range file:
+        outputs onnxruntime left float get that scale in the .tflite (tflite/output_qdq.py)."""
+        from edgekit.converters.tflite.output_qdq import read_output_ranges
+
+        method = (ctx.validation or {}).get("method")
+        path = ctx.ranges.get(method) if method else None
+        if path is None and len(ctx.ranges) == 1:
+            path = next(iter(ctx.ranges.values()))
+        if path is None:
+            return {}
+        return read_output_ranges(path, [o.name for o in model.graph.output])
 
     def _skip(self, ctx: BuildContext, why: str) -> None:
         """Ship ONNX only, and say why (the profile preferred tflite; nobody required it)."""

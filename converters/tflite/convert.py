@@ -9,6 +9,7 @@ an int8 tensor meets a float op) and is reported in ``float_ops``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import onnx
@@ -18,6 +19,7 @@ from edgekit.converters.tflite.graph import OnnxGraph
 from edgekit.converters.tflite.layout import NHWC, Value, identity, layout_name
 from edgekit.converters.tflite.ops import FUSIONS, REGISTRY, OpSpec
 from edgekit.converters.tflite.ops.activation import fused_code
+from edgekit.converters.tflite.output_qdq import Range, quantize_outputs
 from edgekit.converters.tflite.qdq_fill import fill_qdq
 from edgekit.converters.tflite.quant import activation_params
 from edgekit.converters.tflite.schema import Act
@@ -41,7 +43,8 @@ class TFLiteModel:
 
 
 def convert(model: onnx.ModelProto, keep_float: set[str] | frozenset[str] = frozenset(),
-            strict_int8: bool = False, int8_io: bool = True) -> TFLiteModel:
+            strict_int8: bool = False, int8_io: bool = True,
+            output_ranges: Mapping[str, Range] | None = None) -> TFLiteModel:
     """Write an integer TFLite model from a QDQ ONNX model.
 
     ``keep_float``: node names the accuracy guard excluded from quantization (always float).
@@ -49,6 +52,8 @@ def convert(model: onnx.ModelProto, keep_float: set[str] | frozenset[str] = froz
     ``int8_io``: int8 model inputs/outputs (the runtime quantizes); else float32 ones, in
     the ONNX graph's own layout: the model quantizes (and transposes to NHWC) its inputs and
     dequantizes its outputs itself, so XNNPACK runs that on all threads, not numpy on one.
+    ``output_ranges``: calibrated (lowest, highest) of graph outputs onnxruntime left float;
+    those an int8 chain produces get that scale, so their last ops are int8 (output_qdq.py).
     """
     keep = set(keep_float)
     int8_ops = {op for op, spec in REGISTRY.items() if spec.int8}
@@ -56,6 +61,8 @@ def convert(model: onnx.ModelProto, keep_float: set[str] | frozenset[str] = froz
 
     def rewrite(copy: onnx.ModelProto) -> None:
         halves.update(fold_fp16_weights(copy))  # fp16 layers' weights (tflite/fp16.py)
+        if output_ranges:
+            quantize_outputs(copy, output_ranges, int8_ops, keep)
         fill_qdq(copy, int8_ops, keep)
 
     graph = OnnxGraph(model, rewrite=rewrite, fuse=lambda g: [fuse(g, keep) for fuse in FUSIONS])

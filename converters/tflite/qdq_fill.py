@@ -6,8 +6,8 @@ a DequantizeLinear and it only feeds a reshape whose output is quantized again::
 
     DQ -> ReduceMean -> Reshape -> Q        becomes      DQ -> ReduceMean -> Q -> DQ -> Reshape -> Q
 
-The inserted pair reuses the downstream Q's parameters (the reshape cannot change values),
-so onnxruntime's result is reproduced with one rounding, as before.
+The inserted pair reuses the downstream Q's parameters (the reshape cannot change values,
+a MaxPool only picks among them), so onnxruntime's result is reproduced with one rounding.
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ from onnx import helper
 SAME_SCALE = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Identity", "Dropout"}
 # ops whose output holds some of their input's values, unchanged (Gather: constant indices)
 BYTE_MOVERS = SAME_SCALE | {"Gather"}
+# ops a Q after them can move in front of, exactly: rounding at one scale is monotone, so
+# Q(max(a, b)) == max(Q(a), Q(b)) (MTCNN's PRelu -> MaxPool, which onnxruntime leaves float)
+Q_COMMUTES = SAME_SCALE | {"MaxPool"}
 
 
 def fill_qdq(model: onnx.ModelProto, int8_ops: set[str], keep_float: set[str]) -> int:
@@ -42,7 +45,7 @@ def fill_qdq(model: onnx.ModelProto, int8_ops: set[str], keep_float: set[str]) -
             return None
         if all(u.op_type == "QuantizeLinear" for u in users):
             return users[0]
-        if len(users) == 1 and users[0].op_type in SAME_SCALE and \
+        if len(users) == 1 and users[0].op_type in Q_COMMUTES and \
                 users[0].name not in keep_float:
             return downstream_q(users[0].output[0], depth + 1)
         return None
