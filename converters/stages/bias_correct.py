@@ -142,6 +142,40 @@ def _channel_mean(v: np.ndarray) -> np.ndarray:
     return v.astype(np.float64).mean(axis=tuple(i for i in range(v.ndim) if i != 1))
 
 
+def _batched_session(probe: Any, fed: set[str], data: Dataset) -> tuple[Any, int]:
+    """An exact-int8 session of ``probe`` and the samples per run: all at once when the data
+    inputs' batch axis can be freed (a model exported at batch 1 runs as many runs as layers
+    times samples otherwise: minutes under load), else one. The freed graph is checked on two
+    samples; a graph that bakes the batch into a Reshape falls back."""
+    import onnx
+
+    from ..runner import session
+
+    free = onnx.ModelProto()
+    free.CopyFrom(probe)
+    del free.graph.value_info[:]
+    for spec in free.graph.input:
+        dims = spec.type.tensor_type.shape.dim
+        axis = data.axes.get(spec.name, 0)
+        if spec.name not in fed and len(dims) > axis:
+            dims[axis].Clear()
+            dims[axis].dim_param = "samples"
+    try:
+        sess = session(free.SerializeToString(), exact_int8=True)
+        first = sess.run(None, {**data.feeds(0, min(2, len(data))), **_zero_feeds(sess, fed)})
+        if all(len(v) == min(2, len(data)) for v in first):
+            return sess, len(data)
+    except Exception:  # noqa: BLE001 - any failure means: run sample by sample, as exported
+        pass
+    sess = session(probe.SerializeToString(), exact_int8=True)
+    fixed = [i.shape[data.axes.get(i.name, 0)] for i in sess.get_inputs() if i.name not in fed and i.shape]
+    return sess, 1 if any(isinstance(d, int) for d in fixed) else len(data)
+
+
+def _zero_feeds(sess: Any, names: set[str]) -> dict[str, np.ndarray]:
+    return {i.name: np.zeros(i.shape, np.int32) for i in sess.get_inputs() if i.name in names}
+
+
 def correct_sequential(qdq: Any, float_model: Any, data: Dataset) -> dict[str, Any]:
     """Layer by layer in graph order, move each int32 bias so the layer's mean output per
     channel in the int8 model (its inputs as the corrected layers before it make them) equals
@@ -149,8 +183,6 @@ def correct_sequential(qdq: Any, float_model: Any, data: Dataset) -> dict[str, A
     clipping, which the analytic ``correct`` does not see. In place."""
     import onnx
     from onnx import numpy_helper
-
-    from ..runner import session
 
     layers = _layers(qdq, float_model)
     if not layers:
@@ -162,9 +194,7 @@ def correct_sequential(qdq: Any, float_model: Any, data: Dataset) -> dict[str, A
     outputs = [layer["node"].output[0] for layer in layers]
     for name in outputs:
         probe.graph.output.append(onnx.ValueInfoProto(name=name))
-    sess = session(probe.SerializeToString(), exact_int8=True)
-    fixed = [i.shape[data.axes.get(i.name, 0)] for i in sess.get_inputs() if i.name not in biases and i.shape]
-    step = 1 if any(isinstance(d, int) for d in fixed) else len(data)
+    sess, step = _batched_session(probe, set(biases), data)
     moved = []
     for index, layer in enumerate(layers):
         runs = [sess.run([outputs[index]], {**data.feeds(s, s + step), **biases})[0]
