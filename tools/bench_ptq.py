@@ -8,7 +8,8 @@ the same calibration samples (drawn from the training split) for every quantizer
 
 - ``edgekit min-max``: ``--method minmax --no-equalize --no-bias-correct`` (the old default);
 - ``edgekit PTQ``: ``--method auto`` (minmax, percentile, entropy and the per-tensor choice,
-  chosen on a half of the calibration data) with cross-layer equalization and bias correction;
+  chosen on a half of the calibration data) with cross-layer equalization and bias correction
+  (per weight rounding or sequential, by measured shift: ``stages/bias_correct.py``);
 - ``onnxruntime``: ``quantize_static`` QDQ, per-channel U8S8 (its defaults: MinMax), after its
   ``quant_pre_process``.
 
@@ -141,7 +142,7 @@ def bench(name: str, calib_count: int, work: Path) -> list[dict[str, Any]]:
     rows.append(row("edgekit PTQ", ptq_float, ptq_q, reference, x_test, y_test))
     bc = (quant.get("bias_correction") or {}).get(quant.get("method"), {})
     rows[-1]["note"] = (f"method {quant.get('method')}, CLE pairs {(quant.get('equalization') or {}).get('pairs', 0)}, "
-                        f"bias corr. {'kept' if bc.get('kept') else 'dropped'}")
+                        f"bias corr. {'kept (' + str(bc.get('mode')) + ')' if bc.get('kept') else 'dropped'}")
     show(name, rows[-1])
     peer_float, peer_q = ort_int8(src, calib, work / "ort")
     rows.append(row("onnxruntime U8S8", peer_float, peer_q, reference, x_test, y_test))
