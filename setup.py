@@ -87,10 +87,12 @@ setup(
         # torchvision would replace the pinned torch
         # ruff pinned: CI runs `ruff check .`, and new releases add rules
         # hypothesis: the bounded artifact fuzz (tests/edgekit/test_loader_bounds.py)
+        # pytest-xdist: tools/test.sh runs the suite on every core (CI's 15-minute budget)
+        # psutil: the Ray test finds the worker to SIGKILL by its process title
+        "test": ["pytest>=7", "pytest-xdist>=3.5", "scikit-learn>=1.3", "ruff==0.17.6",
+                 "hypothesis>=6.100", "cryptography>=42", "psutil>=5.9"],
         # tools/bench_prune_budget.py's face crops: LFW faces and photos shipped in the wheel
         "bench": ["scikit-image>=0.22"],
-        "test": ["pytest>=7", "scikit-learn>=1.3", "ruff==0.17.6", "hypothesis>=6.100",
-                 "cryptography>=42"],
     },
     entry_points={"console_scripts": ["edgekit=edgekit.cli:main"]},
 )

@@ -27,8 +27,14 @@ python -m pip install -q --disable-pip-version-check --no-deps facenet-pytorch
 
 ruff check .
 set +e
+# One pytest worker per core (pytest-xdist), whole files per worker (--dist loadfile): a
+# module's fixtures (a Ray cluster, an emulated device install) are set up once, and the
+# QEMU sysroot cache is shared under a file lock. EDGEKIT_TEST_WORKERS=0 runs in one process.
+workers="${EDGEKIT_TEST_WORKERS:-$(nproc)}"
+parallel=()
+if [ "$workers" -gt 1 ]; then parallel=(-n "$workers" --dist loadfile); fi
 # the slowest tests, printed so the 15-minute CI budget can be watched
-python -m pytest --durations=15 "$@"
+python -m pytest "${parallel[@]}" --durations=15 "$@"
 status=$?
 set -e
 if [ "$status" = 5 ]; then

@@ -24,8 +24,7 @@ class _Reader:
 @pytest.fixture(scope="module")
 def outlier(tmp_path_factory, digits_data):
     """(prepared float path, int8 QDQ path, data) for the re-parameterized digits CNN."""
-    import logging
-
+    from edgekit.converters.stages.quantize import ort_quantization_quiet
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
@@ -33,10 +32,10 @@ def outlier(tmp_path_factory, digits_data):
     prepared, qdq = folder / "prepared.onnx", folder / "int8.onnx"
     quant_pre_process(str(outlier_digits(folder)), str(prepared))
     x, y = digits_data
-    logging.getLogger().setLevel(logging.ERROR)
-    quantize_static(str(prepared), str(qdq), _Reader(x[:64]), quant_format=QuantFormat.QDQ,
-                    per_channel=True, activation_type=QuantType.QUInt8,
-                    weight_type=QuantType.QInt8, extra_options={"WeightSymmetric": True})
+    with ort_quantization_quiet():  # not the root logger's level: that leaks into later tests
+        quantize_static(str(prepared), str(qdq), _Reader(x[:64]), quant_format=QuantFormat.QDQ,
+                        per_channel=True, activation_type=QuantType.QUInt8,
+                        weight_type=QuantType.QInt8, extra_options={"WeightSymmetric": True})
     return prepared, qdq, Dataset({"image": x[64:]}, y[64:])
 
 

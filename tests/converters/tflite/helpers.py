@@ -4,11 +4,11 @@ onnxruntime in quantization steps of each output."""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import numpy as np
 import onnx
+from edgekit.converters.stages.quantize import ort_quantization_quiet
 from edgekit.converters.tflite import TFLiteModel, convert
 
 from edgekit.backends.base import BackendOptions, TensorSpec
@@ -27,7 +27,6 @@ def quantize(float_model: onnx.ModelProto | Path, workdir: Path, calib: dict[str
     )
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    logging.getLogger().setLevel(logging.ERROR)
     src = workdir / "float.onnx"
     if isinstance(float_model, onnx.ModelProto):
         onnx.save(float_model, str(src))
@@ -50,13 +49,15 @@ def quantize(float_model: onnx.ModelProto | Path, workdir: Path, calib: dict[str
             i = next(self.rows, None)
             return None if i is None else {n: calib[n][i:i + 1] for n in names}
 
-    quantize_static(
-        str(prepared), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=per_channel,
-        weight_type=QuantType.QInt8,
-        activation_type=QuantType.QUInt8 if activation == "uint8" else QuantType.QInt8,
-        nodes_to_exclude=keep_float or [],
-        extra_options={"WeightSymmetric": True, "ActivationSymmetric": activation == "int8"},
-    )
+    # the build's own silencer: setting the root logger's level here leaked into later tests
+    with ort_quantization_quiet():
+        quantize_static(
+            str(prepared), str(out), Reader(), quant_format=QuantFormat.QDQ,
+            per_channel=per_channel, weight_type=QuantType.QInt8,
+            activation_type=QuantType.QUInt8 if activation == "uint8" else QuantType.QInt8,
+            nodes_to_exclude=keep_float or [],
+            extra_options={"WeightSymmetric": True, "ActivationSymmetric": activation == "int8"},
+        )
     return out
 
 
