@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.cpu import UNFUSED_FOLD_WEIGHTS, exact_int8_needs_unfused
+from edgekit.cpu import ORT_DISABLED_OPTIMIZERS, UNFUSED_FOLD_WEIGHTS, exact_int8_needs_unfused
 
 from .context import Dataset
 
@@ -29,7 +29,8 @@ def session(model: str | Path | bytes, threads: int = 0, exact_int8: bool = Fals
     so.intra_op_num_threads = threads
     so.log_severity_level = 3
     source = model if isinstance(model, bytes) else str(model)
-    return ort.InferenceSession(source, sess_options=so, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(source, sess_options=so, providers=["CPUExecutionProvider"],
+                                disabled_optimizers=ORT_DISABLED_OPTIMIZERS)
 
 
 def run_dataset(model: str | Path | bytes | Any, data: Dataset,

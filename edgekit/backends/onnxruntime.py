@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from edgekit.backends.base import Backend, BackendOptions, TensorSpec
-from edgekit.cpu import UNFUSED_FOLD_WEIGHTS, exact_int8_needs_unfused
+from edgekit.cpu import ORT_DISABLED_OPTIMIZERS, UNFUSED_FOLD_WEIGHTS, exact_int8_needs_unfused
 from edgekit.errors import ArtifactError
 
 
@@ -49,7 +49,8 @@ class OnnxRuntimeBackend(Backend):
             so.add_session_config_entry(key, str(value))
         try:
             self.session = ort.InferenceSession(
-                model, sess_options=so, providers=["CPUExecutionProvider"]
+                model, sess_options=so, providers=["CPUExecutionProvider"],
+                disabled_optimizers=ORT_DISABLED_OPTIMIZERS,
             )
         except Exception as exc:  # onnxruntime raises its own untyped errors
             raise ArtifactError(f"onnxruntime could not load the model: {exc}") from exc
