@@ -89,6 +89,8 @@ class TunerOptions:
     cooldown_s: float = 2.0  # no load/drift re-tune sooner than this after the last one
     drift: float = 0.25  # re-tune when latency moves this far from its moving average
     strikes: int = 3  # ... on this many consecutive checks (hysteresis)
+    drift_s: float = 2.0  # ... lasting at least this long: another model or the machine's
+    # noise moves a small model's time by 30% for a second; a live re-tune costs p95
     load_step: float = 1.0  # re-tune when the 1-min load average moves by a core
     busy_step: float = 0.5  # ... or when other processes' CPU use (proc/stat) moves this much
     busy_tau_s: float = 1.0  # averaging time of that CPU use

@@ -17,7 +17,9 @@ blocks of the mean within each block, see ``edgekit.probe.block_estimate`` and
 
 Re-tune triggers: a power state change; the 1-min load average or, faster, other processes'
 CPU use (proc/stat minus this process) moving by ``load_step`` / ``busy_step`` cores; latency
-drifting from its moving average. An offline re-probe waits while this process is busy
+drifting from its moving average for ``drift_s`` (twice as long after each drift re-tune
+that kept the count, up to 8x: the drift was noise, and exploring on live traffic costs
+the callers' latency). An offline re-probe waits while this process is busy
 with other work, which it would otherwise measure as load.
 
 When the power monitor reports on_battery / hot, the tuner switches to ``efficiency`` with at
@@ -75,6 +77,8 @@ class ThreadTuner:
         self._feeds = probe_feeds(session.inputs, vectors or {})
         self._baseline: float | None = None
         self._strikes = 0
+        self._drift_since: float | None = None  # clock at the first strike of this drift
+        self._drift_backoff = 1.0  # x drift_s: doubles after each drift re-tune that changed nothing
         self._seen = 0
         self._idle = True
         self._tuned_state = monitor.state
@@ -153,6 +157,9 @@ class ThreadTuner:
             self._busy_strikes = 0
             self._baseline = measured.get(chosen) if mode == "live" else None
             self._strikes = 0
+            self._drift_since = None
+            fruitless = reason.startswith("drift") and chosen == before
+            self._drift_backoff = min(8.0, 2.0 * self._drift_backoff) if fruitless else 1.0
             self._deferred_since = None
             self._seen = self.session.recorder.n
             self._record(reason, reading.state, policy, before, chosen, measured, mode, t0)
@@ -256,10 +263,15 @@ class ThreadTuner:
             return None
         if abs(now / self._baseline - 1.0) > self.options.drift:
             self._strikes += 1
-            if self._strikes >= self.options.strikes and not cooling:
+            if self._drift_since is None:
+                self._drift_since = self.clock()
+            lasted = self.clock() - self._drift_since
+            if (self._strikes >= self.options.strikes and not cooling
+                    and lasted >= self.options.drift_s * self._drift_backoff):
                 return f"drift {self._baseline * 1e3:.3f}->{now * 1e3:.3f} ms/sample"
             return None
         self._strikes = 0
+        self._drift_since = None
         self._baseline = 0.9 * self._baseline + 0.1 * now  # moving average
         return None
 

@@ -182,7 +182,8 @@ def test_retunes_when_load_average_moves_by_a_core(conv_artifact: Path,
 
 def test_latency_drift_needs_consecutive_strikes(conv_artifact: Path, tmp_path: Path) -> None:
     with edgekit.load(conv_artifact, threads=1, power_root=str(tmp_path)) as model:
-        tuner = tuner_for(model, TunerOptions(cooldown_s=0.0, min_samples=5, strikes=2))
+        tuner = tuner_for(model, TunerOptions(cooldown_s=0.0, min_samples=5, strikes=2,
+                                              drift_s=0.0))
         recorder = model.session.recorder
 
         def feed(ms: float, n: int = 10) -> None:
@@ -205,6 +206,42 @@ def test_latency_drift_needs_consecutive_strikes(conv_artifact: Path, tmp_path: 
         feed(2.0)
         reason = tuner.check()
         assert reason is not None and reason.startswith("drift")
+
+
+def test_drift_must_last_and_lasts_longer_after_a_fruitless_retune(conv_artifact: Path,
+                                                                    tmp_path: Path) -> None:
+    # A small model's time jumps 30% for a second when another model in the process or on
+    # the machine runs; re-tuning on that explores on live traffic and costs p95 for nothing.
+    with edgekit.load(conv_artifact, threads=1, power_root=str(tmp_path)) as model:
+        clock = StepClock()
+        tuner = tuner_for(model, TunerOptions(cooldown_s=0.0, min_samples=5, strikes=2,
+                                              drift_s=2.0), clock)
+        recorder = model.session.recorder
+
+        def window(ms: float) -> str | None:
+            for _ in range(10):
+                t = time.perf_counter() - 30.0  # ended long ago: no live traffic to explore
+                recorder.add(t - ms / 1e3, t, 1, 1)
+            clock.advance(0.5)
+            return tuner.check()
+
+        assert window(1.0) is None and window(1.0) is None  # warm-up, then the baseline
+        assert [window(2.0) for _ in range(4)] == [None] * 4  # 3 strikes, 1.5 s: too short
+        assert (window(2.0) or "").startswith("drift 1.000->2.000")  # 2 s of it
+        # a drift re-tune that keeps the count: the drift was noise, the next must last 2x
+        tuner.candidates = [model.threads]
+        tuner.options.own_busy = 1e9  # measure now (offline: the rows above are old news)
+        tuner.options.retune_budget_s = 0.05
+        try:
+            tuner.retune("drift 1.000->2.000 ms/sample")
+            assert tuner._drift_backoff == 2.0
+            assert window(2.0) is None  # the new baseline, then a drift ...
+            assert [window(3.0) for _ in range(8)] == [None] * 8  # ... 3.5 s: < 2 x 2 s
+            assert (window(3.0) or "").startswith("drift")
+            tuner.retune("load 0.10->2.60")  # any other reason: drift counts from scratch
+            assert tuner._drift_backoff == 1.0
+        finally:
+            tuner.stop()
 
 
 def test_probe_failure_falls_back_to_all_cores(tmp_path: Path) -> None:
