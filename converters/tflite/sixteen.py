@@ -7,6 +7,11 @@ QuantizeLinear has an int16 zero point (``converters/stages/precision.py`` write
 on int16 tensors is written with its integer kernel only for the ops below, whose LiteRT
 kernels take int16 inputs and outputs with free scales; any other op on int16 tensors runs
 float between DEQUANTIZE and QUANTIZE (both have int16 kernels), and is listed as a float op.
+
+LiteRT 2.3 also runs MEAN, SUB, MUL, ADD and RSQRT on int16 tensors (checked by writing
+them); SUB and ADD need ``pot_scale_int16 = False`` for scales that are not powers of two
+(else SUB fails to prepare: ``input1_shift == 0 || input2_shift == 0``). LayerNormalization
+between int8 tensors uses them for its inside (``ops/layernorm16.py``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""LayerNormalization -> MEAN, SUB, MUL, MEAN, ADD, RSQRT, MUL (, MUL, ADD) in float.
+"""LayerNormalization -> MEAN, SUB, MUL, MEAN, ADD, RSQRT, MUL (, MUL, ADD).
 
 LiteRT has no LayerNorm kernel and an int8 decomposition would round the variance and its
-reciprocal root to 8 bits; onnxruntime computes it in float on dequantized inputs too. So
-it is always written float between DEQUANTIZE and QUANTIZE (and listed in ``float_ops``).
+reciprocal root to 8 bits. Between int8 tensors the chain is written on LiteRT's int16
+kernels (``layernorm16.py``: int16 inside, int8 at its boundaries, no float op); otherwise
+(no Q/DQ around it, int16 neighbours, kept float) in float between DEQUANTIZE and QUANTIZE.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import onnx
 from edgekit.converters.tflite.context import ConversionContext
 from edgekit.converters.tflite.layout import Value, identity
 from edgekit.converters.tflite.ops.base import OpSpec, unsupported
+from edgekit.converters.tflite.ops.layernorm16 import convert_layernorm16
 from edgekit.converters.tflite.schema import Op, S
 
 
@@ -29,7 +31,7 @@ def _affine(ctx: ConversionContext, node: onnx.NodeProto, i: int, rank: int) -> 
 def convert_layernorm(ctx: ConversionContext, node: onnx.NodeProto) -> None:
     if any(node.output[1:]):
         raise unsupported(node, "the Mean and InvStdDev outputs are not written")
-    x = ctx.input(node, 0)  # float: the spec has no int8 form
+    x = ctx.input(node, 0)  # int8 in quantized mode (int16 chain), else float
     x = ctx.to_layout(x, x.perm) if x.is_const else x
     rank, perm = x.rank, x.perm
     a = ctx.attrs(node)
@@ -45,6 +47,12 @@ def convert_layernorm(ctx: ConversionContext, node: onnx.NodeProto) -> None:
     def tmp(shape: tuple[int, ...], what: str) -> Value:
         return ctx.new_value(shape, perm, None, f"{node.name}_{what}")
 
+    gamma, beta = _affine(ctx, node, 1, rank), _affine(ctx, node, 2, rank)
+    if ctx.quantized:
+        convert_layernorm16(ctx, node, x, axes, normalized, reduced, eps,
+                            None if gamma is None else gamma.const,
+                            None if beta is None else beta.const)
+        return
     mean, centred = tmp(reduced, "mean"), tmp(x.onnx_shape, "centred")
     square, var = tmp(x.onnx_shape, "square"), tmp(reduced, "var")
     var_eps, inv = tmp(reduced, "var_eps"), tmp(reduced, "rsqrt")
@@ -55,7 +63,6 @@ def convert_layernorm(ctx: ConversionContext, node: onnx.NodeProto) -> None:
     eps_t = ctx.w.const(np.full([1] * rank, eps, np.float32), f"{node.name}_eps")
     ctx.emit(Op.ADD, [var, eps_t], [var_eps], S.AddOptionsT())
     ctx.emit(Op.RSQRT, [var_eps], [inv])
-    gamma, beta = _affine(ctx, node, 1, rank), _affine(ctx, node, 2, rank)
     steps = [(Op.MUL, inv, S.MulOptionsT)]
     if gamma is not None:
         steps.append((Op.MUL, ctx.to_layout(gamma, perm), S.MulOptionsT))
@@ -69,4 +76,4 @@ def convert_layernorm(ctx: ConversionContext, node: onnx.NodeProto) -> None:
     ctx.bind(node, 0, cur)
 
 
-SPECS = {"LayerNormalization": OpSpec(convert_layernorm, int8=False)}
+SPECS = {"LayerNormalization": OpSpec(convert_layernorm)}

@@ -1,0 +1,111 @@
+"""LayerNormalization between int8 tensors, computed on LiteRT's int16 kernels.
+
+LiteRT has no LayerNorm kernel, and an int8 MEAN/MUL/RSQRT chain would round the variance
+and its reciprocal root to 8 bits. Its int16 kernels (symmetric, zero point 0) for QUANTIZE,
+MEAN, SUB, MUL, ADD and RSQRT keep 15 bits, so the node is written as
+
+    QUANTIZE(int8 -> int16), MEAN, SUB, MUL, MEAN, ADD(eps), RSQRT, MUL (, MUL gamma)
+    (, ADD beta), QUANTIZE(int16 -> int8)
+
+with no float op. The inner tensors have no calibrated range (they do not exist in the
+ONNX graph), so each int16 scale is a bound derived from the int8 input's range R, its step
+s, the epsilon and the output's calibrated range:
+
+- centred values lie within R, their squares within R^2, the variance of values in a range
+  of width R within R^2 / 4;
+- the reciprocal root is bounded by 1 / sqrt(eps + (s/2)^2): a row whose spread is under half
+  an input step is constant as far as the int8 input can tell (its centred values are ~0);
+- a normalized value is at most sqrt(n) in size for n normalized elements;
+- after gamma (and before beta) a value outside the output's range minus beta is clipped by
+  the output's int8 QUANTIZE anyway, so that bound is used when tighter.
+
+The square's step R^2 / 32767 is about the square of the int8 input step, so the variance
+keeps ~0.1% precision for rows spread over tens of input steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from edgekit.converters.tflite.context import ConversionContext
+from edgekit.converters.tflite.layout import Value
+from edgekit.converters.tflite.quant import QParams
+from edgekit.converters.tflite.schema import Op, S
+from edgekit.converters.tflite.sixteen import INT16_MAX
+
+from edgekit.errors import InternalError
+
+
+def q16(bound: float) -> QParams:
+    """Symmetric int16 parameters covering [-bound, bound]."""
+    return QParams.per_tensor(max(float(bound), 1e-12) / INT16_MAX, 0, "int16")
+
+
+def const16(ctx: ConversionContext, data: np.ndarray, perm: tuple[int, ...], name: str):
+    """A float constant as an int16 tensor (own symmetric scale) in layout ``perm``."""
+    qp = q16(float(np.max(np.abs(data))) if data.size else 1.0)
+    ints = np.clip(np.rint(data / qp.s), -INT16_MAX, INT16_MAX).astype(np.int16)
+    return ctx.w.const(np.ascontiguousarray(np.transpose(ints, perm)), name, qp)
+
+
+def int8_range(qp: QParams) -> tuple[float, float]:
+    return qp.s * (-128 - qp.zp), qp.s * (127 - qp.zp)
+
+
+def convert_layernorm16(ctx: ConversionContext, node: onnx.NodeProto, x: Value, axes,
+                        normalized: list[int], reduced: tuple[int, ...], eps: float,
+                        gamma: np.ndarray | None, beta: np.ndarray | None) -> None:
+    """Write the int16 chain for an int8 ``x`` (see the module doc); binds output 0."""
+    if x.qparams is None or x.qparams.dtype != "int8":
+        raise InternalError(f"{node.name!r}: int16 LayerNorm needs an int8 input")
+    perm, shape = x.perm, x.onnx_shape
+    out = ctx.output(node, 0, perm)
+    lo, hi = int8_range(x.qparams)
+    y_lo, y_hi = int8_range(out.qparams)
+    width = hi - lo
+    inv_max = 1.0 / np.sqrt(eps + (x.qparams.s / 2) ** 2)
+    n = int(np.prod([shape[d] for d in normalized]))
+    keep = S.ReducerOptionsT()
+    keep.keepDims = True
+
+    def t(s: tuple[int, ...], bound: float, what: str) -> Value:
+        return ctx.new_value(s, perm, q16(bound), f"{node.name}_{what}16")
+
+    def emit(builtin: int, ins: list, bound: float, what: str, s=shape, options=None) -> Value:
+        dst = t(s, bound, what)
+        ctx.emit(builtin, ins, [dst], options)
+        return dst
+
+    def add_options():
+        o = S.AddOptionsT()
+        o.potScaleInt16 = False  # general int16 scales, not only powers of two
+        return o
+
+    sub = S.SubOptionsT()
+    sub.potScaleInt16 = False
+    x16 = emit(Op.QUANTIZE, [x], max(abs(lo), abs(hi)), "x")
+    mean = emit(Op.MEAN, [x16, axes], max(abs(lo), abs(hi)), "mean", reduced, keep)
+    centred = emit(Op.SUB, [x16, mean], width, "centred", options=sub)
+    square = emit(Op.MUL, [centred, centred], width ** 2, "square", options=S.MulOptionsT())
+    var = emit(Op.MEAN, [square, axes], width ** 2 / 4, "var", reduced, keep)
+    eps_t = const16(ctx, np.full([1] * len(shape), eps, np.float32), perm, f"{node.name}_eps")
+    var_eps = emit(Op.ADD, [var, eps_t], width ** 2 / 4 + eps, "var_eps", reduced,
+                   add_options())
+    inv = emit(Op.RSQRT, [var_eps], inv_max, "rsqrt", reduced)
+    y_abs = max(abs(y_lo), abs(y_hi))
+    # what the value before the beta ADD may span without being clipped at the output
+    b_lo, b_hi = (0.0, 0.0) if beta is None else (float(beta.min()), float(beta.max()))
+    pre_beta = max(abs(y_lo - b_hi), abs(y_hi - b_lo))
+    norm = min(np.sqrt(n) * 1.01, width * inv_max)
+    if gamma is None:
+        norm = min(norm, pre_beta)
+    cur = emit(Op.MUL, [centred, inv], norm, "norm", options=S.MulOptionsT())
+    if gamma is not None:
+        g = const16(ctx, gamma, perm, f"{node.name}_gamma")
+        cur = emit(Op.MUL, [cur, g], min(norm * float(np.max(np.abs(gamma))), pre_beta),
+                   "gamma", options=S.MulOptionsT())
+    if beta is not None:
+        b = const16(ctx, beta, perm, f"{node.name}_beta")
+        cur = emit(Op.ADD, [cur, b], y_abs, "beta", options=add_options())
+    ctx.emit(Op.QUANTIZE, [cur], [out])
+    ctx.bind(node, 0, out)
