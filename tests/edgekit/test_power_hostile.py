@@ -187,15 +187,12 @@ def test_8000_zones_cost_a_bounded_number_of_reads(tmp_path: Path,
         return real_read(path)
 
     monkeypatch.setattr(sensors, "read_text", counting)
-    start = time.perf_counter()
     reading = bounded(lambda: read_power(str(root), RPI4))
-    elapsed = time.perf_counter() - start
     cap = sysfs.MAX_ENTRIES
     assert len(reading.zones) == cap and reading.skipped == 8000 - cap
     assert calls["n"] <= 2 * cap + 16  # two files per kept zone, whatever the zone count
     assert list(reading.zones)[:3] == ["acpitz", "acpitz#2", "acpitz#3"]  # zone0 first
-    assert reading.state == NORMAL
-    assert elapsed < 5.0  # very generous (was 4.2 s); tools/bench_power.py has the figure
+    assert reading.state == NORMAL  # the time it takes: tools/bench_power.py (no wall-clock bound here)
 
 
 def test_zone_naming_is_linear_and_unique(tmp_path: Path,
