@@ -117,15 +117,20 @@ class InputPlan:
         else:
             np.copyto(target, codes.transpose(self.perm))
 
-    def _rounded(self, array: np.ndarray) -> np.ndarray:
-        """The float buffer holding ``clip(array / scale) + magic``: each element's low
-        byte is its code (see ``_MAGIC``)."""
+    def _scaled(self, array: np.ndarray) -> np.ndarray:
+        """The float buffer holding ``clip(array / scale)`` (zero point not yet added)."""
         buf = self._buffer
         if buf is None or buf.shape != array.shape:
             buf = self._buffer = np.empty(array.shape, np.float32)
         scale, lo, hi, _ = self._consts
         np.divide(array, scale, out=buf, casting="unsafe")
         _clip(buf, lo, hi, out=buf)  # clipping first = clipping after: the bounds are integers
+        return buf
+
+    def _rounded(self, array: np.ndarray) -> np.ndarray:
+        """The float buffer holding ``clip(array / scale) + magic``: each element's low
+        byte is its code (see ``_MAGIC``)."""
+        buf = self._scaled(array)
         np.add(buf, self._magic, out=buf)
         return buf
 
@@ -137,14 +142,9 @@ class InputPlan:
             if self._odd:
                 np.add(raw, np.uint8(1), out=raw)
             return
-        buf = self._buffer
-        if buf is None or buf.shape != target.shape:
-            buf = self._buffer = np.empty(target.shape, np.float32)
-        scale, lo, hi, zp = self._consts
-        np.divide(array, scale, out=buf, casting="unsafe")
-        _clip(buf, lo, hi, out=buf)  # clipping first = clipping after: the bounds are integers
+        buf = self._scaled(array)
         np.rint(buf, out=buf)
-        np.add(buf, zp, out=buf)
+        np.add(buf, self._consts[3], out=buf)
         np.copyto(target, buf, casting="unsafe")
 
     def quantize(self, array: np.ndarray) -> np.ndarray:
