@@ -183,16 +183,15 @@ class Model:
             if self._check_finite and not _isfinite((flat := x.ravel()).dot(flat)):
                 check_array(self.inputs[0], x)  # raises the InputError naming the input
             call, names, options, threads = self._fast  # type: ignore[misc]  # set at load
+            feeds = {self._fast_name: x}
             skip = self._skip
             try:  # free in CPython 3.11 while nothing raises
                 if skip:
                     self._skip = skip - 1
-                    results = (call({self._fast_name: x}) if names is None
-                               else call(names, {self._fast_name: x}, options))
+                    results = call(feeds) if names is None else call(names, feeds, options)
                 else:
                     t0 = perf_counter()
-                    results = (call({self._fast_name: x}) if names is None
-                               else call(names, {self._fast_name: x}, options))
+                    results = call(feeds) if names is None else call(names, feeds, options)
                     t1 = perf_counter()
                     stride = SAMPLE_STRIDE if t1 - t0 < SAMPLE_BELOW_S else 1
                     self._skip = stride - 1
@@ -201,12 +200,12 @@ class Model:
                 raise
             except TypeError as exc:
                 if names is None:
-                    raise inference_error(self.runtime, {self._fast_name: x}, exc) from exc
+                    raise inference_error(self.runtime, feeds, exc) from exc
                 # the direct C call refused its arguments (an onnxruntime release changed
                 # it): the backend's run answers, through the public API when it must
-                results = self._run_checked({self._fast_name: x})
+                results = self._run_checked(feeds)
             except Exception as exc:  # the runtime's own types: one typed error
-                raise inference_error(self.runtime, {self._fast_name: x}, exc) from exc
+                raise inference_error(self.runtime, feeds, exc) from exc
         else:
             if type(x) is _NDARRAY and x.dtype == np.uint8 and len(self.inputs) == 1:
                 return self.predict_pixels(x)

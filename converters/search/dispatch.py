@@ -72,21 +72,13 @@ class CandidateResult:
     pid: int  # the worker process that ran it (tests: not the one killed)
 
 
-def _paths(value: Any, swap: Any) -> Any:
-    """``value`` with every path in it (itself, or a dict's values) passed through ``swap``."""
-    if isinstance(value, Path):
+def _leaves(value: Any, kind: type, swap: Any) -> Any:
+    """``value`` with every ``kind`` in it (itself, or a dict's values) passed through ``swap``:
+    paths out to ``FileRef``s on the way to a task, and ``FileRef``s back to paths."""
+    if isinstance(value, kind):
         return swap(value)
-    if isinstance(value, dict) and any(isinstance(v, Path) for v in value.values()):
-        return {k: swap(v) if isinstance(v, Path) else v for k, v in value.items()}
-    return value
-
-
-def _refs(value: Any, resolve: Any) -> Any:
-    """The inverse of ``_paths``: every ``FileRef`` in ``value`` passed through ``resolve``."""
-    if isinstance(value, FileRef):
-        return resolve(value)
-    if isinstance(value, dict) and any(isinstance(v, FileRef) for v in value.values()):
-        return {k: resolve(v) if isinstance(v, FileRef) else v for k, v in value.items()}
+    if isinstance(value, dict) and any(isinstance(v, kind) for v in value.values()):
+        return {k: swap(v) if isinstance(v, kind) else v for k, v in value.items()}
     return value
 
 
@@ -100,7 +92,7 @@ def ship(ctx: BuildContext) -> Shipped:
         files.setdefault(str(path), path.read_bytes())
         return FileRef(str(path))
 
-    values = {f.name: _paths(getattr(ctx, f.name), swap) for f in fields(ctx)
+    values = {f.name: _leaves(getattr(ctx, f.name), Path, swap) for f in fields(ctx)
               if f.name not in LOCAL_ONLY}
     return Shipped(values, files)
 
@@ -124,7 +116,7 @@ class CandidateTask:
                 path.write_bytes(data)
                 here[key] = path
             lines: list[str] = []
-            values = {k: _refs(v, lambda ref: here[ref.key])
+            values = {k: _leaves(v, FileRef, lambda ref: here[ref.key])
                       for k, v in self.prefix.values.items()}
             base = BuildContext(**values, workdir=root / "base", report=lines.append,
                                 timings=Timings())
@@ -162,7 +154,7 @@ class CandidateTask:
                     continue
                 value = getattr(ctx, f.name)
                 # shared with the prefix (datasets, models, config): the driver has it
-                values[f.name] = Same() if value is getattr(base, f.name) else _paths(value, swap)
+                values[f.name] = Same() if value is getattr(base, f.name) else _leaves(value, Path, swap)
             contexts.append(values)
         return CandidateResult(contexts, files, outputs, lines, dict(base.timings.seconds),
                                os.getpid())
@@ -187,7 +179,7 @@ def _land(result: CandidateResult, cache: PrefixCache, key: Key, prefix: BuildCo
                 written[ref.key] = path
             return written[ref.key]
 
-        own = {k: getattr(prefix, k) if isinstance(v, Same) else _refs(v, swap)
+        own = {k: getattr(prefix, k) if isinstance(v, Same) else _leaves(v, FileRef, swap)
                for k, v in values.items()}
         ctx = BuildContext(**own, workdir=workdir, report=prefix.report, timings=prefix.timings,
                            torch_export=prefix.torch_export)
