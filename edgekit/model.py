@@ -33,6 +33,19 @@ if TYPE_CHECKING:
 _F32 = np.dtype(np.float32)
 _NDARRAY = np.ndarray  # a module global: one lookup fewer on predict's fast path
 _isfinite = math.isfinite
+_sum = sum
+# Inputs up to this many elements are checked for NaN/inf as Python floats (``tolist`` and
+# ``sum``) rather than by a BLAS dot product: measured in place after the ~110 us digits
+# call (64 floats), the dot cost ~4.6 us and the sum ~2.6 us (the BLAS code is cold after
+# the runtime ran); at 192 floats the dot is already cheaper. The float64 sum of at most
+# this many float32 values cannot overflow, so it is finite exactly when every value is.
+SUM_CHECK_MAX = 128
+
+
+# predict's fast-path state: (validated shapes -> small, check NaN/inf, input name, run,
+# output names or None, run options, threads); see Model._on_swap
+_FastPath = tuple[dict[tuple[int, ...], bool], bool, "str | None", Callable[..., list[np.ndarray]],
+                  "list[str] | None", Any, int]
 
 
 def thresholds_for(spec: Manifest) -> Thresholds:
@@ -56,23 +69,24 @@ class Model:
         self.outputs = [TensorSpec.from_manifest(e.data) for e in self.spec.outputs]
         self.session = Session(artifact.read(entry.path), entry, backend_class,
                                self.inputs, self.outputs, options.allow_nonfinite)
-        self._check_finite = not options.allow_nonfinite
+        self._checks_finite = not options.allow_nonfinite
         self.policy = options.policy
         self._recorder: Recorder = self.session.recorder  # predict's fast path: one lookup
         self._skip = 0  # predict calls left untimed before the next timed one
         self._pixels: dict[str, Any] | None = None  # checked preprocess spec for uint8 frames
         self._fixed_batch = self.session.fixed_batch
         self._fast_name = self.inputs[0].name if len(self.inputs) == 1 else None
-        self._fast_shapes: set[tuple[int, ...]] = set()  # shapes that passed validation
+        # shapes that passed validation -> True when small enough for the sum check
+        self._fast_shapes: dict[tuple[int, ...], bool] = {}
         self._single_output = len(self.outputs) == 1
         self._monitor: PowerMonitor | None = None
         self._batcher: Batcher | None = None
         self._tuner: ThreadTuner | None = None
         self._closed = False
         self._lock = threading.Lock()  # lazy creation of the monitor and the batcher
-        # predict's fast path reads one attribute: the live backend's run and thread count
-        self._fast: tuple[Callable[..., list[np.ndarray]], list[str] | None, Any, int
-                          ] | None = None
+        # predict's fast path reads one attribute: the validated shapes, the NaN check
+        # switch, the input name, the live backend's run, its arguments and thread count
+        self._fast: _FastPath | None = None
         self.session.on_swap(self._on_swap)
         if options.auto:
             profile = self.spec.target.profile
@@ -92,12 +106,22 @@ class Model:
                 allow_spinning=options.allow_spinning and self.policy != "efficiency")))
 
     def _on_swap(self, backend: Backend) -> None:
+        # one store: a concurrent predict sees the old tuple or the new one, never a mix
         native = backend.native_call
-        if native is not None:
-            call, names, options = native
-            self._fast = (call, names, options, backend.options.threads)
-        else:  # one store: swapped as one
-            self._fast = (backend.run, None, None, backend.options.threads)
+        call, names, options = native if native is not None else (backend.run, None, None)
+        self._fast = (self._fast_shapes, self._checks_finite, self._fast_name, call, names,
+                      options, backend.options.threads)
+
+    @property
+    def _check_finite(self) -> bool:
+        """Whether predict refuses NaN/inf (``tools/bench_batcher.py`` switches it to
+        measure the check's cost on one model)."""
+        return self._checks_finite
+
+    @_check_finite.setter
+    def _check_finite(self, value: bool) -> None:
+        self._checks_finite = bool(value)
+        self._on_swap(self.session.backend)
 
     def _run_checked(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """The backend's own ``run`` with its errors typed (predict's fallback)."""
@@ -168,22 +192,25 @@ class Model:
 
     def predict(self, x: np.ndarray | dict[str, np.ndarray]) -> np.ndarray | dict[str, np.ndarray]:
         """Run the model. One output: an array; several: a dict by output name."""
-        if type(x) is _NDARRAY and x.dtype is _F32 and x.shape in self._fast_shapes:
+        fast = self._fast
+        if type(x) is _NDARRAY and x.dtype is _F32 and (
+                small := fast[0].get(x.shape)) is not None:  # type: ignore[index]
             # Same shape and dtype as an earlier valid call that ran as one backend call:
-            # skip validation (runtimes copy a non-contiguous array themselves). On a ~100 us
-            # model every bytecode here shows (the runtime's call leaves the caches cold for
-            # it), so: the live backend's call, its arguments and thread count are one tuple
-            # (stored as one on every Session.swap); onnxruntime's C run is called directly;
-            # only one call in SAMPLE_STRIDE is timed while calls are fast (edgekit/stats.py).
-            # NaN/inf would be quantized silently: one BLAS dot product finds them (inf or
-            # NaN sums to non-finite; a finite overflow, |x| above ~1e19, is re-checked element
-            # by element, after numpy warns of the overflow).
-            # ravel().dot is the cheapest check measured in place: vdot +5%, a ufunc reduce
-            # (sum, max) +9..14%, ravel().dot +3% of the digits call (interleaved, loaded VM).
-            if self._check_finite and not _isfinite((flat := x.ravel()).dot(flat)):
+            # skip validation (runtimes copy a non-contiguous array themselves). On a ~110 us
+            # model every object touched here shows (the runtime's call leaves the caches
+            # cold for it; each attribute of the model read here measured ~0.5-1 us in
+            # place), so what the fast path needs is one tuple, stored as one on every
+            # Session.swap; onnxruntime's C run is called directly; only one call in
+            # SAMPLE_STRIDE is timed while calls are fast (edgekit/stats.py).
+            # NaN/inf would be quantized silently: a small input is summed as Python floats
+            # (see SUM_CHECK_MAX), a larger one by one BLAS dot product (inf or NaN sums to
+            # non-finite; a finite overflow, |x| above ~1e19, is re-checked element by
+            # element, after numpy warns of the overflow).
+            _, check, name, call, names, options, threads = fast  # type: ignore[misc]
+            if check and not (_isfinite(_sum(x.ravel().tolist())) if small
+                              else _isfinite((flat := x.ravel()).dot(flat))):
                 check_array(self.inputs[0], x)  # raises the InputError naming the input
-            call, names, options, threads = self._fast  # type: ignore[misc]  # set at load
-            feeds = {self._fast_name: x}
+            feeds = {name: x}
             skip = self._skip
             try:  # free in CPython 3.11 while nothing raises
                 if skip:
@@ -213,7 +240,7 @@ class Model:
             shape = feeds[self._fast_name].shape if self._fast_name is not None else ()
             if (shape and len(self._fast_shapes) < 16
                     and self._fixed_batch in (None, shape[0])):
-                self._fast_shapes.add(shape)
+                self._fast_shapes[shape] = math.prod(shape) <= SUM_CHECK_MAX
             results = self.session.run_feeds(feeds)
         if self._single_output:
             return results[0]
@@ -329,7 +356,7 @@ class Model:
         if self._closed:
             return
         self._closed = True
-        self._fast_shapes = set()  # predict takes the checked path, which raises once closed
+        self._fast_shapes = {}  # predict takes the checked path, which raises once closed
         if self._batcher is not None:
             self._batcher.close()
         if self._tuner is not None:
