@@ -51,7 +51,7 @@ class RowSplitter:
             fn(*mine)
         finally:
             self._done.acquire()  # never leave the helper writing into a buffer we reuse
-        error, self._error = self._error, None
+            error, self._error = self._error, None  # not left for the next write
         if error is not None:
             raise error
 
