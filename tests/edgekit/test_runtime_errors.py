@@ -3,6 +3,7 @@ non-finite inputs, and a runtime's own exception (real onnxruntime and LiteRT)."
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -45,10 +46,11 @@ def test_zero_rows_and_non_finite_inputs_are_refused_alike(digits_artifact: Path
     with edgekit.load(digits_artifact, backend=backend, power_root=str(tmp_path)) as model:
         with pytest.raises(InputError, match=r"at least one element, got shape \[0, 1, 8, 8\]"):
             model.predict(digits_input(0))
-        for value in (np.nan, np.inf, -np.inf):
-            x = digits_input()
+        # 1 row: 64 floats, summed as Python floats; 3 rows: 192, one dot product
+        for value, rows in itertools.product((np.nan, np.inf, -np.inf), (1, 3)):
+            x = digits_input(rows)
             model.predict(x)  # the shape is known: the next call takes the fast path
-            x[0, 0, 3, 4] = value
+            x[-1, 0, 3, 4] = value
             with pytest.raises(InputError, match="1 NaN or infinite element"):
                 model.predict(x)
             with pytest.raises(InputError, match="NaN or infinite"):
