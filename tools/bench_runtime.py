@@ -234,9 +234,9 @@ def report(results: dict[str, Any], as_json: bool, load_before: float) -> int:
     if not rows:
         return 0
     width = max(len(r[0]) for r in rows)
-    print(f"{'claim':<{width}}  {'measured':<48} {'needs':<28} ok")
+    print(f"{'claim':<{width}}  {'measured':<66} {'needs':<14} ok")
     for name, measured, need, ok in rows:
-        print(f"{name:<{width}}  {measured:<48} {need:<28} {'PASS' if ok else 'FAIL'}")
+        print(f"{name:<{width}}  {measured:<66} {need:<14} {'PASS' if ok else 'FAIL'}")
     if "power" in results:
         print_power(results["power"])
     before, after = results["loadavg_before_after"]
