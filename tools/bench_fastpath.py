@@ -56,9 +56,6 @@ def tflite_rows(vision: Path, threads: int, rounds: int) -> list[tuple[str, floa
     if threads == 1:  # the write alone, on this thread: no second interpreter in the loop
         rows.append((".tflite input write, rounding add / rint+add+cast passes (1t)",
                      write_ratio(model, x, rounds), "info (time)", True))
-    else:  # the same model with its input write split over two threads, and not
-        rows.append((f".tflite predict NCHW, write split on 2 threads / on 1 ({threads}t)",
-                     split_ratio(model, x, rounds, threads), "info (time)", True))
     # submit: the caller waits on the worker thread, so wall time at any thread count
     r = paired(lambda: model.submit(frame).result(), lambda: model.submit(x).result(),
                rounds, 2)
@@ -81,30 +78,6 @@ def write_ratio(model: Any, x: np.ndarray, rounds: int) -> float:
     chain.write(x, b)
     np.testing.assert_array_equal(a, b)
     return paired(lambda: plan.write(x, a), lambda: chain.write(x, b), rounds, 1)["ratio"]
-
-
-def split_ratio(model: Any, x: np.ndarray, rounds: int, threads: int) -> float:
-    """``predict`` with the input write split over the caller and a helper thread
-    (``edgekit/backends/split_write.py``) / written on the caller's thread alone, one model
-    switched between blocks (two interpreters in one loop disturb each other)."""
-    from edgekit.backends.split_write import RowSplitter
-
-    plan = model.backend._in[0]  # noqa: SLF001 - the write path itself
-    own, helper = plan.splitter, plan.splitter or RowSplitter()
-
-    def split() -> None:
-        plan.splitter = helper
-        model.predict(x)
-
-    def single() -> None:
-        plan.splitter = None
-        model.predict(x)
-
-    ratio = paired(split, single, rounds, threads)["ratio"]
-    plan.splitter = own
-    if own is None:
-        helper.close()
-    return ratio
 
 
 def onnx_rows(source: Path, work: Path, threads: list[int], rounds: int

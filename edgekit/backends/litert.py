@@ -18,7 +18,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from edgekit.backends.base import Backend, BackendOptions, TensorSpec
-from edgekit.backends.split_write import SPLIT_BY_DEFAULT, SPLIT_MIN_ELEMENTS, RowSplitter
 from edgekit.backends.tflite_io import InputPlan, dequantize, dequantize_table
 from edgekit.errors import ArtifactError, InputError
 from edgekit.native_log import quiet_native_info
@@ -62,13 +61,6 @@ class _TFLiteBackend(Backend):
         self.nhwc_inputs = frozenset(spec.name for spec, plan in zip(inputs, self._in,
                                                                       strict=True)
                                      if plan.perm == NHWC)
-        # with 2+ threads a large int8 image input is written by two threads (split_write);
-        # (extra "split_write" True/False; the default is split_write.SPLIT_BY_DEFAULT)
-        if options.threads >= 2 and options.extra.get("split_write", SPLIT_BY_DEFAULT):
-            for plan in self._in:
-                if plan.scale is not None and plan.perm == NHWC \
-                        and int(np.prod(plan.shape)) >= SPLIT_MIN_ELEMENTS:
-                    plan.splitter = RowSplitter()
         self._fast: tuple[str, tuple[int, ...], InputPlan, InputPlan, np.ndarray | None,
                           Any, Any] | None = None
         if len(self._in) == 1 and len(self._out) == 1 and (
@@ -193,10 +185,6 @@ class _TFLiteBackend(Backend):
             return "unknown"
 
     def close(self) -> None:
-        with self._lock:  # no write in flight: the helper thread ends idle
-            for plan in self._in:
-                if plan.splitter is not None:
-                    plan.splitter.close()
         self.interpreter = None
         super().close()
 

@@ -26,8 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.backends.split_write import SPLIT_MIN_ELEMENTS, RowSplitter
-
 NHWC = (0, 2, 3, 1)
 MAX_PLANES = 4  # gray, RGB, RGBA: one plane copy each; more channels: one strided copy
 # the clip ufunc itself: np.clip's Python wrapper and np.maximum + np.minimum each cost more
@@ -61,9 +59,6 @@ class InputPlan:
     _identity: bool = field(default=False, repr=False)
     _magic: np.float32 | None = field(default=None, repr=False)  # None: 16-bit codes
     _odd: bool = field(default=False, repr=False)
-    # set by a backend with 2+ threads: a large NCHW image's rows are written half here and
-    # half on a helper thread (see split_write)
-    splitter: RowSplitter | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self._identity = self.perm == tuple(range(len(self.perm)))
@@ -105,17 +100,12 @@ class InputPlan:
             self._quantize_into(value, target)
             return
         if self._magic is not None and self.perm == NHWC and target.shape[-1] <= MAX_PLANES:
-            buf = self._buffer
-            if buf is None or buf.shape != array.shape:
-                buf = self._buffer = np.empty(array.shape, np.float32)
-            raw, rows = target.view(np.uint8), array.shape[2]
-            splitter = self.splitter
-            if splitter is not None and array.size >= SPLIT_MIN_ELEMENTS and rows > 1:
-                half = rows // 2
-                splitter.run(self._plane_rows, (array, raw, buf, 0, half),
-                             (array, raw, buf, half, rows))
-            else:
-                self._plane_rows(array, raw, buf, 0, rows)
+            low = self._rounded(array).view(np.uint8)[..., ::4]  # the codes, caller's layout
+            raw = target.view(np.uint8)
+            for c in range(target.shape[-1]):  # each plane: stride-4 read, stride-C write
+                np.copyto(raw[..., c], low[:, c])
+            if self._odd:
+                np.add(raw, np.uint8(1), out=raw)  # wraps mod 256, as the code's byte does
             return
         codes = self._codes
         if codes is None or codes.shape != array.shape:
@@ -126,23 +116,6 @@ class InputPlan:
                 np.copyto(target[..., c], codes[:, c])
         else:
             np.copyto(target, codes.transpose(self.perm))
-
-    def _plane_rows(self, array: np.ndarray, raw: np.ndarray, buf: np.ndarray, start: int,
-                    stop: int) -> None:
-        """Rows ``start:stop`` of an NCHW float image as int8 codes into NHWC ``raw``
-        (uint8 view of the target): ``clip(x / scale) + magic`` in ``buf`` (contiguous
-        float work in the caller's layout), then each channel plane's low bytes, the codes,
-        copied into the model's layout (stride-4 read, stride-C write)."""
-        scale, lo, hi, _ = self._consts
-        part = buf[:, :, start:stop]
-        np.divide(array[:, :, start:stop], scale, out=part, casting="unsafe")
-        _clip(part, lo, hi, out=part)  # clipping first = after: the bounds are integers
-        np.add(part, self._magic, out=part)
-        low, rows = part.view(np.uint8)[..., ::4], raw[:, start:stop]
-        for c in range(rows.shape[-1]):
-            np.copyto(rows[..., c], low[:, c])
-        if self._odd:
-            np.add(rows, np.uint8(1), out=rows)  # wraps mod 256, as the code's byte does
 
     def _scaled(self, array: np.ndarray) -> np.ndarray:
         """The float buffer holding ``clip(array / scale)`` (zero point not yet added)."""

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import edgekit
-from edgekit.backends.split_write import SPLIT_MIN_ELEMENTS, RowSplitter
 from edgekit.backends.tflite_io import InputPlan, dequantize
 from edgekit.cpu import exact_int8_needs_unfused
 from edgekit.preprocess import default_spec, normalize
@@ -55,33 +54,6 @@ def test_every_write_path_gives_the_reference_codes(dtype: type, zp: int,
     info = np.iinfo(dtype)
     want = np.clip(np.rint(x / np.float32(scale)) + zp, info.min, info.max).astype(dtype)
     np.testing.assert_array_equal(plan.quantize(x), want.transpose(perm))
-
-
-@pytest.mark.parametrize(("scale", "zp", "rows"), [(1 / 255, -128, 130), (0.0173, 3, 129)])
-def test_write_split_over_two_threads_gives_the_same_codes(scale: float, zp: int,
-                                                           rows: int) -> None:
-    """An image large enough to be split (odd row counts, an odd zero point, ties and
-    saturation in both halves): the same bytes as the one-thread write; a failing half is
-    raised on the caller's thread; after close() the write still runs, on the caller."""
-    x = np.random.default_rng(2).normal(0.0, 2.0, (1, 3, rows, 200)).astype(np.float32)
-    assert x.size >= SPLIT_MIN_ELEMENTS
-    for start in (0, x.size - 40):  # ties and huge values in the first and the last rows
-        x.flat[start:start + 30] = (np.arange(30) - 15) * np.float32(scale) * 0.5
-        x.flat[start + 30:start + 34] = [1e30, -1e30, 127.5 * scale, -128.5 * scale]
-    shape = (1, rows, 200, 3)
-    one = InputPlan(index=0, dtype=np.dtype(np.int8), shape=shape, perm=(0, 2, 3, 1),
-                    scale=scale, zero_point=zp)
-    two = InputPlan(index=0, dtype=np.dtype(np.int8), shape=shape, perm=(0, 2, 3, 1),
-                    scale=scale, zero_point=zp, splitter=RowSplitter())
-    want = reference_quantize(x, scale, zp)
-    for _ in range(3):
-        np.testing.assert_array_equal(two.quantize(x), want)
-    np.testing.assert_array_equal(one.quantize(x), want)
-    with pytest.raises(ValueError, match="shape"):  # the helper's half fails: raised here
-        two.write(x, np.empty((1, rows, 100, 3), np.int8))
-    np.testing.assert_array_equal(two.quantize(x), want)  # the helper still works
-    two.splitter.close()
-    np.testing.assert_array_equal(two.quantize(x), want)
 
 
 def test_uint8_frame_equals_normalize_then_predict(digits_artifact) -> None:
