@@ -36,9 +36,10 @@ _isfinite = math.isfinite
 _sum = sum
 # Inputs up to this many elements are checked for NaN/inf as Python floats (``tolist`` and
 # ``sum``) rather than by a BLAS dot product: measured in place after the ~110 us digits
-# call (64 floats), the dot cost ~4.6 us and the sum ~2.6 us (the BLAS code is cold after
-# the runtime ran); at 192 floats the dot is already cheaper. The float64 sum of at most
-# this many float32 values cannot overflow, so it is finite exactly when every value is.
+# call (64 floats, interleaved, loaded VM) the sum was ~0.9 us cheaper than the dot in 3 of
+# 4 runs (the BLAS code is cold after the runtime ran); at 192 floats the dot was cheaper.
+# The float64 sum of at most this many float32 values cannot overflow, so it is finite
+# exactly when every value is.
 SUM_CHECK_MAX = 128
 
 
@@ -198,10 +199,10 @@ class Model:
             # Same shape and dtype as an earlier valid call that ran as one backend call:
             # skip validation (runtimes copy a non-contiguous array themselves). On a ~110 us
             # model every object touched here shows (the runtime's call leaves the caches
-            # cold for it; each attribute of the model read here measured ~0.5-1 us in
-            # place), so what the fast path needs is one tuple, stored as one on every
-            # Session.swap; onnxruntime's C run is called directly; only one call in
-            # SAMPLE_STRIDE is timed while calls are fast (edgekit/stats.py).
+            # cold for it: ~7 us around the call in place, ~1.5 us alone), so what the fast
+            # path reads is one tuple, stored as one on every Session.swap; onnxruntime's C
+            # run is called directly; only one call in SAMPLE_STRIDE is timed while calls
+            # are fast (edgekit/stats.py).
             # NaN/inf would be quantized silently: a small input is summed as Python floats
             # (see SUM_CHECK_MAX), a larger one by one BLAS dot product (inf or NaN sums to
             # non-finite; a finite overflow, |x| above ~1e19, is re-checked element by
