@@ -357,7 +357,9 @@ class Model:
         if self._closed:
             return
         self._closed = True
-        self._fast_shapes = {}  # predict takes the checked path, which raises once closed
+        # emptied in place: predict's fast tuple holds this dict, so it takes the checked
+        # path, which raises once closed
+        self._fast_shapes.clear()
         if self._batcher is not None:
             self._batcher.close()
         if self._tuner is not None:
