@@ -26,6 +26,9 @@ not per-core), so one bound serves every Arm target.
   class scores apart), the SQNR the stored output would keep if every element were one
   step off and the allowed share were at ``max_steps``: the float-space reading of the two
   element bounds, so a wrong slice shows as dB against the output's own signal.
+* A float output computed from int8 layers (a guard-kept float tail) gets the same bounds
+  counted in its ``float_step`` (``float_tail.py``): what one step at its last int8 tensors
+  moves it, so the int8 layers' cross-ISA rounding is allowed for and nothing more.
 """
 
 from __future__ import annotations
@@ -49,7 +52,9 @@ BASIS = (f"tools/study_cross_isa.py (host vs emulated A72/A53/A76): >= {WITHIN_1
          f"1 step ({WITHIN_1_ATTENTION:.0%} with attention; less {SPARE_ELEMENTS} elements on "
          f"small outputs), max {BASE_STEPS:g} steps + 1 per {LAYERS_PER_STEP} compute layers "
          f"(+{ATTENTION_STEPS:g} with attention), at least the output layer's one-input-step "
-         f"gain + 1, worst-slice SQNR implied by both")
+         f"gain + 1, worst-slice SQNR implied by both; a float output of int8 layers "
+         f"counts in float_step, one step at its last int8 tensors carried through its "
+         f"float tail")
 PASS_THROUGH = ("DequantizeLinear", "QuantizeLinear", "Reshape", "Flatten", "Transpose",
                 "Squeeze", "Unsqueeze")
 
