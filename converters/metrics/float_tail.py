@@ -26,12 +26,16 @@ SEED = 0
 
 
 def int8_boundary(model: Any, output: str) -> dict[str, str]:
-    """The quantized activations a float ``output`` is computed from: boundary tensor ->
-    its scale initializer (the outputs of ``DequantizeLinear`` of non-constant inputs met on
-    the way back from ``output`` through float nodes). Empty when ``output`` is itself
+    """The int8 activations a float ``output`` is computed from: boundary tensor -> its
+    scale initializer (the outputs of 8-bit ``DequantizeLinear`` of non-constant inputs met on
+    the way back from ``output`` through float and int16 nodes). Empty when ``output`` is itself
     dequantized (an int8 output) or nothing quantized feeds it (a pure float graph)."""
+    from onnx import TensorProto
+
     graph = model.graph  # an onnx.ModelProto
     inits = {t.name for t in graph.initializer}
+    wide = {t.name for t in graph.initializer  # 16-bit zero points: an int16 (a16w8) rung
+            if t.data_type in (TensorProto.INT16, TensorProto.UINT16)}
     producer = {o: n for n in graph.node for o in n.output}
     first = producer.get(output)
     if first is None or first.op_type == "DequantizeLinear":
@@ -44,10 +48,14 @@ def int8_boundary(model: Any, output: str) -> dict[str, str]:
         if name in seen or node is None:
             continue
         seen.add(name)
-        if node.op_type == "DequantizeLinear":
-            if node.input[0] not in inits:
-                boundary[name] = node.input[1]
+        if node.op_type == "DequantizeLinear" and node.input[0] in inits:
             continue  # a constant's DequantizeLinear: a float-kept layer's weight
+        if node.op_type == "DequantizeLinear" and (len(node.input) < 3
+                                                   or node.input[2] not in wide):
+            boundary[name] = node.input[1]
+            continue
+        # float nodes, and int16 Q/DQ: the int8 rounding upstream reaches the output through
+        # them, so the step is taken at the int8 tensors beyond
         todo += [i for i in node.input if i and i not in inits]
     return boundary
 

@@ -19,17 +19,20 @@ from tests.edgekit.runtime_models import minimal_manifest
 FEATURES, HIDDEN, CLASSES, COUNT = 8, 16, 4, 4
 
 
-def int8_with_float_tail(quantized: bool = True):  # noqa: ANN201 - an onnx.ModelProto
+def int8_with_float_tail(quantized: bool = True, mid_bits: int = 8):  # noqa: ANN201 - onnx
     """x -> Q/DQ -> MatMul(int8 weights) -> Relu -> Q/DQ -> MatMul(float weights) -> out.
-    Without ``quantized``: the same MatMuls in float, no Q/DQ (a pure float graph)."""
+    Without ``quantized``: the same MatMuls in float, no Q/DQ (a pure float graph);
+    ``mid_bits=16``: the middle Q/DQ in int16 (the guard's a16w8 rung)."""
     rng = np.random.default_rng(0)
     w1 = rng.integers(-127, 128, size=(FEATURES, HIDDEN)).astype(np.int8)
     w2 = rng.normal(size=(HIDDEN, CLASSES)).astype(np.float32)
     s_w1, s_in, s_mid = np.float32(0.01), np.float32(0.02), np.float32(0.05)
     zero = np.array(0, np.int8)
+    mid_zero = np.array(0, np.int16 if mid_bits == 16 else np.int8)
     inits = [numpy_helper.from_array(w2, "w2")]
     if quantized:
         inits += [numpy_helper.from_array(w1, "w1_q"), numpy_helper.from_array(zero, "zero"),
+                  numpy_helper.from_array(mid_zero, "mid_zero"),
                   numpy_helper.from_array(np.array(s_w1), "s_w1"),
                   numpy_helper.from_array(np.array(s_in), "s_in"),
                   numpy_helper.from_array(np.array(s_mid), "s_mid")]
@@ -38,8 +41,8 @@ def int8_with_float_tail(quantized: bool = True):  # noqa: ANN201 - an onnx.Mode
                  helper.make_node("DequantizeLinear", ["w1_q", "s_w1", "zero"], ["w1"]),
                  helper.make_node("MatMul", ["x_dq", "w1"], ["h"]),
                  helper.make_node("Relu", ["h"], ["h_relu"]),
-                 helper.make_node("QuantizeLinear", ["h_relu", "s_mid", "zero"], ["h_q"]),
-                 helper.make_node("DequantizeLinear", ["h_q", "s_mid", "zero"], ["h_dq"]),
+                 helper.make_node("QuantizeLinear", ["h_relu", "s_mid", "mid_zero"], ["h_q"]),
+                 helper.make_node("DequantizeLinear", ["h_q", "s_mid", "mid_zero"], ["h_dq"]),
                  helper.make_node("MatMul", ["h_dq", "w2"], ["out"])]
     else:
         inits.append(numpy_helper.from_array(w1.astype(np.float32) * s_w1, "w1"))
@@ -49,8 +52,8 @@ def int8_with_float_tail(quantized: bool = True):  # noqa: ANN201 - an onnx.Mode
     graph = helper.make_graph(
         nodes, "tail", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", FEATURES])],
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", CLASSES])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
     return model
 
 
@@ -87,6 +90,8 @@ def test_the_float_step_is_one_boundary_step_through_the_float_tail(tail_case: t
     # all HIDDEN inputs one step (0.05) off through w2: between one weight's and the L1 sum's
     w2 = numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == "w2"))
     assert 0.05 * np.abs(w2).max() < step <= 0.05 * np.abs(w2).sum(axis=0).max() + 1e-6
+    # an int16 tensor is not the boundary: the int8 rounding before it reaches the output
+    assert int8_boundary(int8_with_float_tail(mid_bits=16), "out") == {"x_dq": "s_in"}
     # a pure float graph has no boundary: it keeps the tight relative tolerance
     assert float_step(int8_with_float_tail(quantized=False), "out", {"x": x}) == 0.0
 
