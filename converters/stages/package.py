@@ -99,6 +99,7 @@ def vector_tolerances(ctx: BuildContext, vectors: dict[str, np.ndarray],
 
     graph = onnx.load(str(ctx.quant_path))
     layers, attention = depth([n.op_type for n in graph.graph.node]), has_attention(graph)
+    transposed = any(n.op_type == "ConvTranspose" for n in graph.graph.node)
     bounds: dict[str, Any] = {}
     float_steps: dict[str, float] = {}
     for spec in ctx.outputs:
@@ -112,7 +113,7 @@ def vector_tolerances(ctx: BuildContext, vectors: dict[str, np.ndarray],
                     float_steps[name] = float_step(graph, name, feeds)
                 step = float_steps[name]
             tol = output_tolerance(vectors[f"out/{entry['format']}/{name}"], step, layers,
-                                   attention, head_gain(graph, name)).to_dict()
+                                   attention, head_gain(graph, name), transposed).to_dict()
             kept = bounds.get(name)
             if kept is None or (tol["min_sqnr_db"] is not None and (
                     kept["min_sqnr_db"] is None or tol["min_sqnr_db"] < kept["min_sqnr_db"])):
