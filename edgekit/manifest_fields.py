@@ -226,6 +226,7 @@ def _output_tolerance(where: Where, entry: Any, name: str) -> OutputTolerance:
     where.expect(entry, dict, name, "an object")
     prefix = f"{name}."
     sqnr = entry.get("min_sqnr_db")
+    step = entry.get("float_step")
     slices = where.field(entry, "slices", list, "a list of [start, stop]", prefix, default=[])
     for item in slices:
         if (not isinstance(item, list) or len(item) != 2
@@ -239,4 +240,6 @@ def _output_tolerance(where: Where, entry: Any, name: str) -> OutputTolerance:
                                                       -1e3, 1e3),
         axis=where.field(entry, "axis", int, "an int", prefix, default=1),
         slices=tuple((a, b) for a, b in slices),
+        float_step=None if step is None else _number(where, entry, "float_step", prefix,
+                                                     1e-30, 1e30),
     )

@@ -55,18 +55,27 @@ class OutputTolerance:
     ``within_1_step`` of the elements within one quantization step of the stored value, none
     further than ``max_steps``, and every channel slice (``slices`` along ``axis``) at least
     ``min_sqnr_db`` against the stored output (a float-space check: an error spread over a
-    whole slice fails it even when each element is within the step bounds)."""
+    whole slice fails it even when each element is within the step bounds).
+
+    ``float_step``: for a float output computed from int8 layers (the guard kept its tail
+    float), the step the bounds count in: the largest change one quantization step at the
+    last int8 tensors makes in the output (``converters/metrics/float_tail.py``). None: a
+    float output keeps the tight relative tolerance (a pure float graph)."""
 
     within_1_step: float
     max_steps: float
     min_sqnr_db: float | None = None
     axis: int = 1
     slices: tuple[tuple[int, int], ...] = ()
+    float_step: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"within_1_step": self.within_1_step, "max_steps": self.max_steps,
-                "min_sqnr_db": self.min_sqnr_db, "axis": self.axis,
-                "slices": [list(s) for s in self.slices]}
+        out = {"within_1_step": self.within_1_step, "max_steps": self.max_steps,
+               "min_sqnr_db": self.min_sqnr_db, "axis": self.axis,
+               "slices": [list(s) for s in self.slices]}
+        if self.float_step is not None:
+            out["float_step"] = self.float_step
+        return out
 
 
 # artifacts from before per-output tolerances: every element within one step

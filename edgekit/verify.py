@@ -5,7 +5,10 @@ elements within one quantization step of the recorded value is at least the mani
 ``within_1_step``, no element is further than ``max_steps``, and every channel slice keeps at
 least ``min_sqnr_db`` against the recorded output (``test_vectors.outputs``, derived at build
 time from the cross-ISA study and the model's depth; see ``converters/metrics/tolerance.py``).
-Artifacts without those bounds need every element within one step. Float outputs: a small
+Artifacts without those bounds need every element within one step. A float output computed
+from int8 layers (the guard kept the model's tail float) is held to the same bounds counted
+in its recorded ``float_step``: the largest change one step at the last int8 tensors makes in
+it (``converters/metrics/float_tail.py``). Other float outputs (a pure float graph): a small
 relative tolerance. The report gives the distribution (within 0/1/2 steps, max), not only
 the max, so a one-step rounding difference and a wrong model read differently.
 """
@@ -68,7 +71,9 @@ class VerifyReport:
                 continue
             out.append(f"  {f.format} on {f.runtime} {f.version}: {'PASS' if f.passed else 'FAIL'}")
             for name, d in f.distribution.items():
-                out.append(f"    {name}: {d['within_0']:.1%} exact, {d['within_1']:.1%} within 1 "
+                unit = (f" (float output of int8 layers: 1 step = {d['float_step']:.3g}, what "
+                        f"one step at its last int8 tensors moves it)" if "float_step" in d else "")
+                out.append(f"    {name}{unit}: {d['within_0']:.1%} exact, {d['within_1']:.1%} within 1 "
                            f"step, {d['within_2']:.1%} within 2, max {d['max']:.2f} steps, worst "
                            f"slice {d['sqnr_db']:.1f} dB (needs >= {d['need_within_1']:.1%}, "
                            f"max <= {d['need_max']:g}" + (f", >= {d['need_sqnr_db']:.1f} dB)"
@@ -124,6 +129,8 @@ def judge(name: str, got: np.ndarray, expected: np.ndarray, step: float, quantiz
     Float outputs (no step) keep the all-within-tolerance rule."""
     dist = step_distribution(got, expected, step)
     dist["sqnr_db"] = worst_slice_db(got, expected, bounds)
+    if quantized and bounds.float_step:
+        dist["float_step"] = bounds.float_step
     if not quantized:
         bounds = ONE_STEP
     dist.update(need_within_1=bounds.within_1_step, need_max=bounds.max_steps)
@@ -198,6 +205,8 @@ def verify_artifact(path: str | os.PathLike[str] | Artifact, backend: str | None
                               ).astype(np.float64)
             quantized = bool((spec_q.get("quantization") or {}).get("scale"))
             bounds = spec.test_vectors.for_output(name) if spec.test_vectors else ONE_STEP
+            if not quantized and bounds.float_step:  # float, downstream of int8 layers
+                step, quantized = bounds.float_step, True
             dist, reason = judge(name, got, expected, step, quantized, bounds)
             report.distribution[name] = dist
             if reason:

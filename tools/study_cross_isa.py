@@ -152,16 +152,19 @@ def output_names(path: Path) -> list[str]:
 
 
 def output_steps(path: Path) -> dict[str, dict[str, float]]:
-    """Quantization step of each output, per format (a model's own output grid first)."""
+    """Quantization step of each output, per format (a model's own output grid first; a
+    float output computed from int8 layers: its recorded ``float_step``)."""
     from edgekit.artifact import read_artifact
 
-    manifest = read_artifact(path).manifest
+    artifact = read_artifact(path)
+    manifest, vectors = artifact.manifest, artifact.spec.test_vectors
     steps: dict[str, dict[str, float]] = {}
     for entry in manifest["models"]:
         own = entry.get("outputs_quantization", {})
         steps[entry["format"]] = {
             o["name"]: float((own.get(o["name"]) or o.get("quantization") or {}).get("scale")
-                             or 0.0) for o in manifest["outputs"]}
+                             or (vectors and vectors.for_output(o["name"]).float_step) or 0.0)
+            for o in manifest["outputs"]}
     return steps
 
 

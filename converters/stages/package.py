@@ -18,6 +18,7 @@ from edgekit.errors import InternalError
 
 from ..context import BuildContext
 from ..data import data_label
+from ..metrics.float_tail import float_step
 from ..metrics.tolerance import BASIS, depth, has_attention, head_gain, output_tolerance
 from ..pipeline import Stage
 from ..qdq import snap_to_grid
@@ -89,26 +90,36 @@ def test_inputs(ctx: BuildContext, count: int) -> tuple[dict[str, np.ndarray], d
     return feeds, vectors
 
 
-def vector_tolerances(ctx: BuildContext, vectors: dict[str, np.ndarray]) -> dict[str, Any]:
+def vector_tolerances(ctx: BuildContext, vectors: dict[str, np.ndarray],
+                      feeds: dict[str, np.ndarray]) -> dict[str, Any]:
     """Per output, the bounds ``verify`` holds every format to (the loosest slice floor over
-    the formats: each is checked against its own recorded outputs and step)."""
+    the formats: each is checked against its own recorded outputs and step). A float output
+    computed from int8 layers counts them in its ``float_step`` (measured on ``feeds``)."""
     import onnx
 
     graph = onnx.load(str(ctx.quant_path))
     layers, attention = depth([n.op_type for n in graph.graph.node]), has_attention(graph)
+    transposed = any(n.op_type == "ConvTranspose" for n in graph.graph.node)
     bounds: dict[str, Any] = {}
+    float_steps: dict[str, float] = {}
     for spec in ctx.outputs:
         name = spec["name"]
         for entry in ctx.models:
             q = (entry.get("outputs_quantization", {}).get(name) or spec.get("quantization")
                  or {})
-            tol = output_tolerance(vectors[f"out/{entry['format']}/{name}"],
-                                   float(q.get("scale") or 0.0), layers, attention,
-                                   head_gain(graph, name)).to_dict()
+            step = float(q.get("scale") or 0.0)
+            if not step:  # a float output: one step at its int8 boundary, if it has one
+                if name not in float_steps:
+                    float_steps[name] = float_step(graph, name, feeds)
+                step = float_steps[name]
+            tol = output_tolerance(vectors[f"out/{entry['format']}/{name}"], step, layers,
+                                   attention, head_gain(graph, name), transposed).to_dict()
             kept = bounds.get(name)
             if kept is None or (tol["min_sqnr_db"] is not None and (
                     kept["min_sqnr_db"] is None or tol["min_sqnr_db"] < kept["min_sqnr_db"])):
                 bounds[name] = tol
+        if float_steps.get(name):  # a format whose output is float reads its bounds in it
+            bounds[name]["float_step"] = float_steps[name]
     return bounds
 
 
@@ -138,7 +149,7 @@ class Package(Stage):
         members[TEST_VECTORS] = encode_test_vectors(vectors)
         manifest = reproducible(self.manifest(ctx, count), ctx.timings.seconds)
         manifest["layers"] = self.layers(ctx)
-        manifest["test_vectors"].update(outputs=vector_tolerances(ctx, vectors), basis=BASIS)
+        manifest["test_vectors"].update(outputs=vector_tolerances(ctx, vectors, feeds), basis=BASIS)
         ctx.artifact_bytes = write_artifact(ctx.output_path, manifest, members,
                                             sign_key=ctx.config.sign_key)
 

@@ -38,3 +38,12 @@ def test_gain_is_largest_weight_times_input_step_in_output_steps():
     # a small gain leaves the study's base bound alone
     assert output_tolerance(expected, 0.004, layers=5, gain=0.2).max_steps == BASE_STEPS
     assert head_gain(model, "x") == 0.0  # not produced by a weighted layer
+
+
+def test_a_transposed_convolution_widens_the_bounds():
+    """dbnet's ConvTranspose head: LiteRT on the Arm CPUs 93.67% within 1 step, max 3."""
+    expected = np.random.default_rng(0).normal(size=(2, 1, 16, 16)).astype(np.float32)
+    plain = output_tolerance(expected, 0.004, layers=28)
+    wide = output_tolerance(expected, 0.004, layers=28, transposed=True)
+    assert (plain.within_1_step, plain.max_steps) == (0.98, BASE_STEPS + 1)
+    assert (wide.within_1_step, wide.max_steps) == (0.90, BASE_STEPS + 2)
