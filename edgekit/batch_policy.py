@@ -4,11 +4,16 @@ after it, per power state and tuning policy (``edgekit/batcher.py`` runs it).
 =================  =========  ==========================  ===========================
 state              max batch  wait                        idle gap after a batch
 =================  =========  ==========================  ===========================
-normal / unknown   max_batch  0 (latency), 2 ms, or 10%   none
-                              of the latency budget
+normal / unknown   max_batch  0 (latency), 2 ms [1] or    none
+                              10% of the latency budget
 on_battery / hot   2x         25% of the latency budget   as long as the batch ran
 throttled / low    4x         40% of the latency budget   twice the batch time
 =================  =========  ==========================  ===========================
+
+[1] ``balanced`` on mains waits only when it costs no latency (``BatchPolicy.free_waits_only``):
+for a companion expected within one row's run time, which a batch-1 server would have kept
+queued that long anyway (``edgekit/arrivals.py``). A ``max_wait_ms`` the caller set is waited
+as the table says.
 
 A batch never waits past half the profile's latency budget, and its size is capped so that
 its estimated run time fits the budget: p95 stays within ``budgets.latency_ms``.
@@ -30,6 +35,7 @@ class BatchPolicy:
     max_wait_s: float
     gap: float  # idle time after a batch, as a multiple of that batch's run time
     max_delay_s: float  # no request waits longer than this before its batch starts
+    free_waits_only: bool = False  # wait only for a companion due within one row's run time
 
 
 def batch_policy(state: str, policy: str, max_batch: int, max_wait_ms: float | None,
@@ -46,4 +52,5 @@ def batch_policy(state: str, policy: str, max_batch: int, max_wait_ms: float | N
     default = {"latency": 0.0, "balanced": min(0.002, 0.02 * budget_s),
                "efficiency": 0.1 * budget_s}[policy]
     wait = default if user_wait is None else user_wait
-    return BatchPolicy(state, max_batch, min(wait, delay), 0.0, max(delay, wait))
+    return BatchPolicy(state, max_batch, min(wait, delay), 0.0, max(delay, wait),
+                       free_waits_only=policy == "balanced" and user_wait is None)

@@ -185,6 +185,16 @@ def test_batch_policy_follows_power_state() -> None:
         assert strict.max_wait_s <= strict.max_delay_s <= budget / 2  # p95 inside the budget
 
 
+def test_only_balanced_on_mains_restricts_waits_to_free_ones() -> None:
+    budget = 0.1
+    assert batch_policy(NORMAL, "balanced", 8, None, budget).free_waits_only
+    assert batch_policy(UNKNOWN, "balanced", 8, None, budget).free_waits_only
+    assert not batch_policy(NORMAL, "balanced", 8, 2.0, budget).free_waits_only  # caller's wait
+    assert not batch_policy(NORMAL, "efficiency", 8, None, budget).free_waits_only
+    for state in (ON_BATTERY, HOT, THROTTLED, LOW_BATTERY):  # saving states trade latency
+        assert not batch_policy(state, "balanced", 8, None, budget).free_waits_only
+
+
 def test_batcher_switches_policy_when_power_source_changes(mlp_artifact: Path,
                                                            tmp_path: Path) -> None:
     root = laptop_tree(tmp_path)
