@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from edgekit import sharing
 from edgekit.arrivals import ArrivalTracker
 from edgekit.batch_policy import BatchPolicy, batch_policy
 from edgekit.batch_requests import Request, check_rows, describe_feeds, mark_running
@@ -64,6 +65,7 @@ class Batcher:
             raise UserError(f"run_timeout_s must be a number of seconds > 0 or None; got "
                             f"{run_timeout_s!r}")
         self.session = session
+        sharing.register(session)  # its runs share the cores with other models' (tuner)
         self.policy = check_policy(policy)
         self.max_batch = int(max_batch)
         self.max_wait_ms = max_wait_ms
