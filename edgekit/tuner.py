@@ -133,7 +133,7 @@ class ThreadTuner:
     def retune(self, reason: str) -> int:
         """Measure the allowed candidates again and swap in the policy's pick."""
         with self._lock:
-            t0, began = self.clock(), time.perf_counter()
+            t0, began, mark = self.clock(), time.perf_counter(), self.session.recorder.n
             reading = self.monitor.reading
             policy, candidates = state_policy(self.policy, reading.state, self.candidates)
             spinning = policy != "efficiency"
@@ -162,7 +162,11 @@ class ThreadTuner:
             self._tuned_load = self._external_load(reading.loadavg)
             self._tuned_busy = self._busy.read()
             self._busy_strikes = 0
-            self._tuned_shared = sharing.shared_during(self.session, began, time.perf_counter())
+            # the reference as check() will measure it: alongside our live runs, or, for
+            # an offline probe (back-to-back runs), over its whole span
+            live_shared = sharing.shared_threads(self.session, mark) if mode == "live" else None
+            self._tuned_shared = (live_shared if live_shared is not None else
+                                  sharing.shared_during(self.session, began, time.perf_counter()))
             self._shared_strikes = 0
             self._baseline = measured.get(chosen) if mode == "live" else None
             self._strikes = 0
