@@ -19,7 +19,7 @@ Re-tune triggers: a power state change; the 1-min load average or, faster, other
 CPU use (proc/stat minus this process) moving by ``load_step`` / ``busy_step`` cores; other
 models of this process running alongside this one's executions (``edgekit.sharing``: proc/stat
 cannot see them) by ``busy_step`` threads more or fewer than when it was tuned; latency
-drifting from its moving average for ``drift_s`` (twice as long after each drift re-tune
+drifting from its moving average for ``drift_s`` of traffic without a pause (twice as long after each drift re-tune
 that kept the count, up to 8x: the drift was noise, and exploring on live traffic costs
 the callers' latency). An offline re-probe waits while this process is busy
 with other work, which it would otherwise measure as load.
@@ -268,7 +268,11 @@ class ThreadTuner:
         mine = window["threads"] == self.session.backend.options.threads
         times = per_row_seconds(window)[mine]
         if times.size < self.options.min_samples:
+            # a pause: the drift so far was not seen to last through it; bursts apart (a
+            # caller serving in turns) must not add up to one lasting drift
             self._idle = True
+            self._strikes = 0
+            self._drift_since = None
             return None
         if self._idle:  # first window after a pause: cold caches and clocks, not a trend
             self._idle = False
