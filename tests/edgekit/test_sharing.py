@@ -5,18 +5,25 @@ Stepped clock and recorded executions; no assertion on how fast anything ran."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from edgekit.targets import load_profile
 
-import edgekit
 from edgekit import sharing
+from edgekit.backends import BackendOptions, TensorSpec
+from edgekit.backends.onnxruntime import OnnxRuntimeBackend
+from edgekit.manifest import ModelEntry
 from edgekit.policy import TunerOptions
+from edgekit.power import PowerMonitor
+from edgekit.session import Session
 from edgekit.sharing import threads_alongside
+from edgekit.tuner import ThreadTuner
 
-from .runtime_models import mlp_onnx, write_model_artifact
-from .test_tuner import StepClock, tuner_for
+from .runtime_models import mlp_onnx
+from .test_tuner import StepClock
 
 
 def test_only_executions_that_overlap_count() -> None:
@@ -29,52 +36,63 @@ def test_only_executions_that_overlap_count() -> None:
     assert threads_alongside(starts, ends, [over, both]) == pytest.approx(2.0)
 
 
-@pytest.fixture(scope="module")
-def mlp_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("share") / "mlp.edgekit"
-    return write_model_artifact(out, mlp_onnx(), ["N", 16])
+def mlp_session(threads: int) -> Session:
+    """A live session without an artifact (cheap): the tuner sees only ``SessionLike``."""
+    spec, out = [TensorSpec("x", ("N", 16))], [TensorSpec("probs", ("N", 10))]
+    entry = ModelEntry(format="onnx", path="model.onnx", runtime="onnxruntime", bytes=None,
+                       data={})
+    session = Session(mlp_onnx(), entry, OnnxRuntimeBackend, spec, out)
+    session.start(session.make_backend(BackendOptions(threads=threads)))
+    return session
 
 
-def test_a_second_model_running_alongside_triggers_a_retune(mlp_artifact: Path,
-                                                            tmp_path: Path) -> None:
-    with edgekit.load(mlp_artifact, threads=1, power_root=str(tmp_path)) as ours, \
-            edgekit.load(mlp_artifact, threads=2, power_root=str(tmp_path)) as other:
-        sharing.register(other.session)
-        clock = StepClock()
-        tuner = tuner_for(ours, TunerOptions(cooldown_s=0.0, strikes=2, min_samples=5), clock)
-        # ends ahead of now: these runs are the current traffic whatever the machine's pace
-        t = [time.perf_counter() + 1000.0]
-
-        def window(alongside: bool) -> str | None:
-            for _ in range(10):
-                ours.session.recorder.add(t[0], t[0] + 1e-3, 1, 1)
-                if alongside:  # the other model's 2-thread runs over the same millisecond
-                    other.session.recorder.add(t[0], t[0] + 1e-3, 1, 2)
-                else:  # ... or in between ours (turns: no core shared)
-                    other.session.recorder.add(t[0] + 1e-3, t[0] + 2e-3, 1, 2)
-                t[0] += 2e-3
-            clock.advance(0.25)
-            return tuner.check()
-
-        assert window(False) is None and window(False) is None  # tuned alone, served in turns
-        assert window(True) is None  # one strike is not enough (hysteresis)
-        assert window(True) == "shared 0.00->2.00 threads"
-        tuner._tuned_shared = 2.0  # as re-tuned under the sharing ...
-        tuner._shared_strikes = 0
-        assert window(True) is None and window(True) is None  # ... steady: nothing to do
-        assert window(False) is None
-        assert window(False) == "shared 2.00->0.00 threads"  # the other model left
+@pytest.fixture()
+def ours_and_other() -> Iterator[tuple[Session, Session]]:
+    ours, other = mlp_session(1), mlp_session(2)
+    sharing.register(other)
+    yield ours, other
+    ours.close()
+    other.close()
 
 
-def test_old_executions_are_not_sharing_now(mlp_artifact: Path, tmp_path: Path) -> None:
-    with edgekit.load(mlp_artifact, threads=1, power_root=str(tmp_path)) as ours, \
-            edgekit.load(mlp_artifact, threads=2, power_root=str(tmp_path)) as other:
-        sharing.register(other.session)
-        t = time.perf_counter() - 3600.0  # an hour ago, side by side
+def test_a_second_model_running_alongside_triggers_a_retune(
+        ours_and_other: tuple[Session, Session], tmp_path: Path) -> None:
+    ours, other = ours_and_other
+    clock = StepClock()
+    tuner = ThreadTuner(ours, "latency", PowerMonitor(str(tmp_path)), load_profile("rpi4"),
+                        TunerOptions(cooldown_s=0.0, strikes=2, min_samples=5),
+                        power_root=str(tmp_path), clock=clock)
+    # ends ahead of now: these runs are the current traffic whatever the machine's pace
+    t = [time.perf_counter() + 1000.0]
+
+    def window(alongside: bool) -> str | None:
         for _ in range(10):
-            ours.session.recorder.add(t, t + 1e-3, 1, 1)
-            other.session.recorder.add(t, t + 1e-3, 1, 2)
-            t += 2e-3
-        assert sharing.shared_threads(ours.session, 0) is None
-        # a reference over a span: 2 threads during half of it
-        assert sharing.shared_during(ours.session, t - 0.02, t) == pytest.approx(1.0)
+            ours.recorder.add(t[0], t[0] + 1e-3, 1, 1)
+            if alongside:  # the other model's 2-thread runs over the same millisecond
+                other.recorder.add(t[0], t[0] + 1e-3, 1, 2)
+            else:  # ... or in between ours (turns: no core shared)
+                other.recorder.add(t[0] + 1e-3, t[0] + 2e-3, 1, 2)
+            t[0] += 2e-3
+        clock.advance(0.25)
+        return tuner.check()
+
+    assert window(False) is None and window(False) is None  # tuned alone, served in turns
+    assert window(True) is None  # one strike is not enough (hysteresis)
+    assert window(True) == "shared 0.00->2.00 threads"
+    tuner._tuned_shared = 2.0  # as re-tuned under the sharing ...
+    tuner._shared_strikes = 0
+    assert window(True) is None and window(True) is None  # ... steady: nothing to do
+    assert window(False) is None
+    assert window(False) == "shared 2.00->0.00 threads"  # the other model left
+
+
+def test_old_executions_are_not_sharing_now(ours_and_other: tuple[Session, Session]) -> None:
+    ours, other = ours_and_other
+    t = time.perf_counter() - 3600.0  # an hour ago, side by side
+    for _ in range(10):
+        ours.recorder.add(t, t + 1e-3, 1, 1)
+        other.recorder.add(t, t + 1e-3, 1, 2)
+        t += 2e-3
+    assert sharing.shared_threads(ours, 0) is None
+    # a reference over a span: 2 threads during half of it
+    assert sharing.shared_during(ours, t - 0.02, t) == pytest.approx(1.0)
