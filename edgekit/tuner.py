@@ -17,12 +17,12 @@ blocks of the mean within each block, see ``edgekit.probe.block_estimate`` and
 
 Re-tune triggers: a power state change; the 1-min load average or, faster, other processes'
 CPU use (proc/stat minus this process) moving by ``load_step`` / ``busy_step`` cores; other
-models of this process running alongside this one's executions (``edgekit.sharing``: proc/stat
-cannot see them) by ``busy_step`` threads more or fewer than when it was tuned; latency
-drifting from its moving average for ``drift_s`` of traffic without a pause (twice as long after each drift re-tune
-that kept the count, up to 8x: the drift was noise, and exploring on live traffic costs
-the callers' latency). An offline re-probe waits while this process is busy
-with other work, which it would otherwise measure as load.
+models of this process running alongside this one's executions (``edgekit.sharing``:
+proc/stat cannot see them) by ``busy_step`` threads more or fewer than when it was tuned;
+latency drifting from its moving average for ``drift_s`` of traffic without a pause (twice
+as long after each drift re-tune that kept the count, up to 8x: the drift was noise, and
+exploring on live traffic costs the callers' latency). An offline re-probe waits while this
+process is busy with other work, which it would otherwise measure as load.
 
 When the power monitor reports on_battery / hot, the tuner switches to ``efficiency`` with at
 most half the cores; throttled / low_battery allow one thread. Spin-waiting is turned off
@@ -262,7 +262,8 @@ class ThreadTuner:
         recorder = self.session.recorder
         since, self._seen = self._seen, recorder.n
         window = recorder.window(since)
-        reason = self._sharing_changed(since, cooling)
+        reason = (self._sharing_changed(since, cooling)
+                  if window["seconds"].size >= self.options.min_samples else None)
         if reason:
             return reason
         mine = window["threads"] == self.session.backend.options.threads
