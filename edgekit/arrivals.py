@@ -9,13 +9,6 @@ policy's overall wait: a steady stream slower than the wait never waits; a fast 
 its batches; when a burst ends, at most one step is lost. A percentile, not the mean, so
 that one long pause does not stop batching, and catch-up bursts of a late sender (gaps of
 0 between slow ones) do not start waits that the slow gaps then waste.
-
-Where latency comes first (``within_s``: the normal power state under ``balanced``), a wait
-must also be free: the next request has to be expected within one row's run time. Then a
-batch-1 server would have queued it about that long anyway (it is busy when it comes), so
-joining it costs no latency and saves a call. A slower stream is served one by one at once,
-and without evidence (the first gaps) nothing waits: on mains at 400 requests/s against a
-~0.2 ms model the old 2 ms wait had added ten run times to every request.
 """
 
 from __future__ import annotations
@@ -44,19 +37,16 @@ class ArrivalTracker:
             self._gaps.append(t - last)
             self._step = None
 
-    def step_s(self, max_wait_s: float, within_s: float | None = None) -> float | None:
+    def step_s(self, max_wait_s: float) -> float | None:
         """How long to wait for the next request: None without evidence (wait as the policy
-        says), 0 when the next one is unlikely within ``max_wait_s``, else the step. With
-        ``within_s`` (one row's run time; waits must cost no latency): 0 without evidence
-        and 0 unless the step is at most ``within_s``."""
+        says), 0 when the next one is unlikely within ``max_wait_s``, else the step."""
         if max_wait_s <= 0:
             return 0.0
         if len(self._gaps) < MIN_GAPS:
-            return None if within_s is None else 0.0
+            return None
         if self._step is None:
             self._step = _percentile(sorted(self._gaps), 0.75) * 1.25
-        limit = max_wait_s if within_s is None else min(max_wait_s, within_s)
-        return self._step if self._step <= limit else 0.0
+        return self._step if self._step <= max_wait_s else 0.0
 
 
 def _percentile(ordered: list[float], q: float) -> float:

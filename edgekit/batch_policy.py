@@ -4,16 +4,19 @@ after it, per power state and tuning policy (``edgekit/batcher.py`` runs it).
 =================  =========  ==========================  ===========================
 state              max batch  wait                        idle gap after a batch
 =================  =========  ==========================  ===========================
-normal / unknown   max_batch  0 (latency), 2 ms [1] or    none
-                              10% of the latency budget
+normal / unknown   max_batch  0 [1] (latency, balanced)   none
+                              or 10% of the latency
+                              budget (efficiency)
 on_battery / hot   2x         25% of the latency budget   as long as the batch ran
 throttled / low    4x         40% of the latency budget   twice the batch time
 =================  =========  ==========================  ===========================
 
-[1] ``balanced`` on mains waits only when it costs no latency (``BatchPolicy.free_waits_only``):
-for a companion expected within one row's run time, which a batch-1 server would have kept
-queued that long anyway (``edgekit/arrivals.py``). A ``max_wait_ms`` the caller set is waited
-as the table says.
+[1] A batch still joins the requests already queued when it starts, so a stream faster than
+the model batches; but on mains nothing waits for a companion that has not come: a request
+that waits pays latency a batch-1 server never charges it. (``balanced`` used to wait up to
+2 ms, gated by the arrival rate, ``edgekit/arrivals.py``: bunched arrivals fooled the gate,
+and each wait that found no companion cost that request a run time or more.) A
+``max_wait_ms`` the caller sets is waited as it says.
 
 A batch never waits past half the profile's latency budget, and its size is capped so that
 its estimated run time fits the budget: p95 stays within ``budgets.latency_ms``.
@@ -35,7 +38,6 @@ class BatchPolicy:
     max_wait_s: float
     gap: float  # idle time after a batch, as a multiple of that batch's run time
     max_delay_s: float  # no request waits longer than this before its batch starts
-    free_waits_only: bool = False  # wait only for a companion due within one row's run time
 
 
 def batch_policy(state: str, policy: str, max_batch: int, max_wait_ms: float | None,
@@ -49,8 +51,6 @@ def batch_policy(state: str, policy: str, max_batch: int, max_wait_ms: float | N
     if state in (ON_BATTERY, HOT):
         wait = max(user_wait or 0.0, 0.25 * budget_s)
         return BatchPolicy(state, max_batch * 2, min(wait, delay), 1.0, delay)
-    default = {"latency": 0.0, "balanced": min(0.002, 0.02 * budget_s),
-               "efficiency": 0.1 * budget_s}[policy]
+    default = {"latency": 0.0, "balanced": 0.0, "efficiency": 0.1 * budget_s}[policy]
     wait = default if user_wait is None else user_wait
-    return BatchPolicy(state, max_batch, min(wait, delay), 0.0, max(delay, wait),
-                       free_waits_only=policy == "balanced" and user_wait is None)
+    return BatchPolicy(state, max_batch, min(wait, delay), 0.0, max(delay, wait))

@@ -227,9 +227,7 @@ class Batcher:
             deadline = min(max(first.t + policy.max_wait_s, self._next_start),
                            first.t + policy.max_delay_s)
             self._arrivals.observe(first.t)
-            # None: no evidence yet, wait as the policy says; 0: no companion is likely
-            step = self._arrivals.step_s(policy.max_wait_s, (self._per_row or 0.0)
-                                         if policy.free_waits_only else None)
+            step = self._arrivals.step_s(policy.max_wait_s)  # None: no companion is likely
             last = first.t
             while rows < limit:
                 until = deadline if step is None else min(deadline, max(last + step,

@@ -44,25 +44,6 @@ def test_one_long_pause_does_not_stop_batching_a_fast_stream() -> None:
     assert 0 < tracker.step_s(0.002) <= 0.0002 * 1.25 + 1e-9
 
 
-def test_on_mains_a_wait_must_cost_no_latency() -> None:
-    """``within_s`` (one row's run time): wait only for a companion a batch-1 server would
-    have kept queued anyway; without evidence, do not wait."""
-    fresh = ArrivalTracker()
-    fresh.observe(0.0)
-    assert fresh.step_s(0.002, within_s=0.0002) == 0.0  # no evidence: no wait on mains
-    steady = ArrivalTracker()
-    for k in range(40):
-        steady.observe(k * 0.0015)  # 667 requests/s: within the 2 ms wait, slower than a run
-    assert steady.step_s(0.002) == pytest.approx(0.0015 * 1.25)  # waits without the rule
-    assert steady.step_s(0.002, within_s=0.0002) == 0.0
-    assert steady.step_s(0.002, within_s=0.0) == 0.0  # run time unknown yet
-    fast = ArrivalTracker()
-    for k in range(40):
-        fast.observe(k * 0.0001)  # 10,000 requests/s against a 0.2 ms run: queued anyway
-    assert fast.step_s(0.002, within_s=0.0002) == pytest.approx(0.0001 * 1.25)
-    assert fast.step_s(0.0001, within_s=0.0002) == 0.0  # and never beyond the policy's wait
-
-
 @pytest.fixture()
 def session(tmp_path: Path) -> Session:
     spec = [TensorSpec("x", ("N", 16))]
