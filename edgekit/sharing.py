@@ -24,7 +24,8 @@ import numpy as np
 from edgekit.stats import Recorder
 
 RECENT_S = 5.0  # own executions older than this are not the current traffic
-HISTORY = 1024  # entries of each other recorder looked at (the newest)
+HISTORY = 256  # entries of each other recorder looked at (the newest): the tuner checks
+# every 0.25 s and this runs on its thread, holding the GIL the serving threads need
 
 
 class HasRecorder(Protocol):
@@ -46,15 +47,27 @@ def _others(own: HasRecorder) -> list[Recorder]:
         return [s.recorder for s in _SESSIONS if s is not own]
 
 
-def _intervals(recorder: Recorder, since: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    window = recorder.window(max(since, recorder.n - HISTORY))
+Intervals = tuple[np.ndarray, np.ndarray, np.ndarray]  # starts, ends, threads
+
+
+def _intervals(window: dict[str, np.ndarray]) -> Intervals:
     ends = window["end"]
     threads = np.maximum(window["threads"], 1) * np.maximum(window["weight"], 1)
     return ends - window["seconds"], ends, threads.astype(np.float64)
 
 
-def threads_alongside(starts: np.ndarray, ends: np.ndarray,
-                      others: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> float:
+def _others_since(own: HasRecorder, start: float) -> list[Intervals]:
+    """The newest executions of every other model that ran after ``start``."""
+    out = []
+    for recorder in _others(own):
+        n = recorder.n
+        if n == 0 or recorder.window(n - 1)["end"][0] <= start:  # idle since: skip cheaply
+            continue
+        out.append(_intervals(recorder.window(n - HISTORY)))
+    return out
+
+
+def threads_alongside(starts: np.ndarray, ends: np.ndarray, others: list[Intervals]) -> float:
     """Mean number of other threads running during the intervals ``[starts, ends]``:
     each other execution's threads times its overlap, over the intervals' total time."""
     total = float(np.sum(ends - starts))
@@ -72,15 +85,15 @@ def threads_alongside(starts: np.ndarray, ends: np.ndarray,
     return shared / total
 
 
-def shared_threads(own: HasRecorder, since: int) -> float | None:
-    """Other models' threads alongside ``own``'s recent executions with index >= ``since``;
-    None when it ran none in the last ``RECENT_S`` seconds."""
-    starts, ends, _ = _intervals(own.recorder, since)
+def shared_threads(own: HasRecorder, window: dict[str, np.ndarray]) -> float | None:
+    """Other models' threads alongside ``own``'s executions in ``window`` (a window of its
+    recorder) that ended in the last ``RECENT_S`` seconds; None when there are none."""
+    starts, ends, _ = _intervals(window)
     recent = ends >= time.perf_counter() - RECENT_S
     if not recent.any():
         return None
-    return threads_alongside(starts[recent], ends[recent],
-                             [_intervals(r) for r in _others(own)])
+    starts, ends = starts[recent], ends[recent]
+    return threads_alongside(starts, ends, _others_since(own, float(starts.min())))
 
 
 def shared_during(own: HasRecorder, start: float, end: float) -> float:
@@ -89,5 +102,4 @@ def shared_during(own: HasRecorder, start: float, end: float) -> float:
     compared with."""
     if end <= start:
         return 0.0
-    return threads_alongside(np.array([start]), np.array([end]),
-                             [_intervals(r) for r in _others(own)])
+    return threads_alongside(np.array([start]), np.array([end]), _others_since(own, start))

@@ -39,6 +39,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from edgekit import sharing
 from edgekit.backends import Backend, BackendOptions
 from edgekit.policy import (
@@ -164,7 +166,8 @@ class ThreadTuner:
             self._busy_strikes = 0
             # the reference as check() will measure it: alongside our live runs, or, for
             # an offline probe (back-to-back runs), over its whole span
-            live_shared = sharing.shared_threads(self.session, mark) if mode == "live" else None
+            live_shared = (sharing.shared_threads(self.session, self.session.recorder.window(
+                mark)) if mode == "live" else None)
             self._tuned_shared = (live_shared if live_shared is not None else
                                   sharing.shared_during(self.session, began, time.perf_counter()))
             self._shared_strikes = 0
@@ -262,7 +265,7 @@ class ThreadTuner:
         recorder = self.session.recorder
         since, self._seen = self._seen, recorder.n
         window = recorder.window(since)
-        reason = (self._sharing_changed(since, cooling)
+        reason = (self._sharing_changed(window, cooling)
                   if window["seconds"].size >= self.options.min_samples else None)
         if reason:
             return reason
@@ -296,10 +299,10 @@ class ThreadTuner:
         self._baseline = 0.9 * self._baseline + 0.1 * now  # moving average
         return None
 
-    def _sharing_changed(self, since: int, cooling: bool) -> str | None:
+    def _sharing_changed(self, window: dict[str, np.ndarray], cooling: bool) -> str | None:
         """Other models of this process now run more (or fewer) threads alongside ours than
         when we were tuned, on ``strikes`` checks in a row: measure again under the sharing."""
-        shared = sharing.shared_threads(self.session, since)
+        shared = sharing.shared_threads(self.session, window)
         if shared is None:  # no traffic of ours: nothing shares it
             return None
         if abs(shared - self._tuned_shared) < self.options.busy_step:

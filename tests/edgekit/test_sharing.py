@@ -93,6 +93,6 @@ def test_old_executions_are_not_sharing_now(ours_and_other: tuple[Session, Sessi
         ours.recorder.add(t, t + 1e-3, 1, 1)
         other.recorder.add(t, t + 1e-3, 1, 2)
         t += 2e-3
-    assert sharing.shared_threads(ours, 0) is None
+    assert sharing.shared_threads(ours, ours.recorder.window()) is None
     # a reference over a span: 2 threads during half of it
     assert sharing.shared_during(ours, t - 0.02, t) == pytest.approx(1.0)
