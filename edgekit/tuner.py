@@ -95,6 +95,7 @@ class ThreadTuner:
         self._busy_strikes = 0
         self._tuned_shared = 0.0  # other models' threads alongside ours when last tuned
         self._shared_strikes = 0
+        self._shared_now: float | None = None  # the last figure check() read
         self._own_mark = (clock(), process_cpu_seconds())
         self._own_cores = 0.0  # this process's CPU use between the last two checks
         self._deferred_since: float | None = None
@@ -166,8 +167,11 @@ class ThreadTuner:
             self._busy_strikes = 0
             # the reference as check() will measure it: alongside our live runs, or, for
             # an offline probe (back-to-back runs), over its whole span
-            live_shared = (sharing.shared_threads(self.session, self.session.recorder.window(
-                mark)) if mode == "live" else None)
+            # after a sharing re-tune, the level that triggered it (steady for ``strikes``
+            # checks; the exploration's own windows read lower and re-triggered)
+            live_shared = (self._shared_now if reason.startswith("shared") else
+                           sharing.shared_threads(self.session, self.session.recorder.window(
+                               mark)) if mode == "live" else None)
             self._tuned_shared = (live_shared if live_shared is not None else
                                   sharing.shared_during(self.session, began, time.perf_counter()))
             self._shared_strikes = 0
@@ -305,6 +309,7 @@ class ThreadTuner:
         shared = sharing.shared_threads(self.session, window)
         if shared is None:  # no traffic of ours: nothing shares it
             return None
+        self._shared_now = shared
         if abs(shared - self._tuned_shared) < self.options.busy_step:
             self._shared_strikes = 0
             return None
