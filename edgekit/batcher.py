@@ -28,8 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from edgekit import sharing
 from edgekit.arrivals import ArrivalTracker
-from edgekit.batch_policy import BatchPolicy, batch_policy
+from edgekit.batch_policy import BatchPolicy, batch_policy, may_join
 from edgekit.batch_requests import Request, check_rows, describe_feeds, mark_running
 from edgekit.errors import (
     BatcherDeadError,
@@ -64,6 +65,7 @@ class Batcher:
             raise UserError(f"run_timeout_s must be a number of seconds > 0 or None; got "
                             f"{run_timeout_s!r}")
         self.session = session
+        sharing.register(session)  # its runs share the cores with other models' (tuner)
         self.policy = check_policy(policy)
         self.max_batch = int(max_batch)
         self.max_wait_ms = max_wait_ms
@@ -235,9 +237,11 @@ class Batcher:
                     break
                 self._arrivals.observe(item.t)
                 last = max(last, item.t)
-                if item.key != first.key or rows + item.rows > limit:
+                # too fresh to join (mains): the ones queued after it are fresher still
+                fresh = not may_join(policy, time.perf_counter() - item.t, self._per_row)
+                if item.key != first.key or rows + item.rows > limit or fresh:
                     self._carry.append(item)  # next batch
-                    if item.key == first.key:
+                    if item.key == first.key or fresh:
                         break
                     continue
                 items.append(item)

@@ -16,11 +16,13 @@ blocks of the mean within each block, see ``edgekit.probe.block_estimate`` and
 * ``balanced``   fewest threads whose time is within 10% of the best.
 
 Re-tune triggers: a power state change; the 1-min load average or, faster, other processes'
-CPU use (proc/stat minus this process) moving by ``load_step`` / ``busy_step`` cores; latency
-drifting from its moving average for ``drift_s`` (twice as long after each drift re-tune
-that kept the count, up to 8x: the drift was noise, and exploring on live traffic costs
-the callers' latency). An offline re-probe waits while this process is busy
-with other work, which it would otherwise measure as load.
+CPU use (proc/stat minus this process) moving by ``load_step`` / ``busy_step`` cores; other
+models of this process running alongside this one's executions (``edgekit.sharing``:
+proc/stat cannot see them) by ``busy_step`` threads more or fewer than when it was tuned;
+latency drifting from its moving average for ``drift_s`` of traffic without a pause (twice
+as long after each drift re-tune that kept the count, up to 8x: the drift was noise, and
+exploring on live traffic costs the callers' latency). An offline re-probe waits while this
+process is busy with other work, which it would otherwise measure as load.
 
 When the power monitor reports on_battery / hot, the tuner switches to ``efficiency`` with at
 most half the cores; throttled / low_battery allow one thread. Spin-waiting is turned off
@@ -37,6 +39,9 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from edgekit import sharing
 from edgekit.backends import Backend, BackendOptions
 from edgekit.policy import (
     TunerOptions,
@@ -88,6 +93,9 @@ class ThreadTuner:
         self._busy = BusyMeter(power_root, self.options.busy_tau_s, clock=clock)
         self._tuned_busy: float | None = None
         self._busy_strikes = 0
+        self._tuned_shared = 0.0  # other models' threads alongside ours when last tuned
+        self._shared_strikes = 0
+        self._shared_now: float | None = None  # the last figure check() read
         self._own_mark = (clock(), process_cpu_seconds())
         self._own_cores = 0.0  # this process's CPU use between the last two checks
         self._deferred_since: float | None = None
@@ -97,13 +105,14 @@ class ThreadTuner:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()  # one re-tune at a time
+        sharing.register(session)
 
     # -- choosing ---------------------------------------------------------------------
     def initial(self) -> Backend:
         """Probe at load (bounded by ``budget_s``); returns the chosen session."""
         state = self.monitor.state
         policy, candidates = state_policy(self.policy, state, self.candidates)
-        t0 = self.clock()
+        t0, began = self.clock(), time.perf_counter()
         self._busy.restart()
         try:
             measured, backends = probe(self.session.make_backend, self._feeds, candidates,
@@ -120,13 +129,14 @@ class ThreadTuner:
             if t != chosen:
                 backend.close()
         self._tuned_busy = self._busy.read()  # other processes' share while probing
+        self._tuned_shared = sharing.shared_during(self.session, began, time.perf_counter())
         self._record("initial", state, policy, None, chosen, measured, "probe", t0)
         return backends[chosen]
 
     def retune(self, reason: str) -> int:
         """Measure the allowed candidates again and swap in the policy's pick."""
         with self._lock:
-            t0 = self.clock()
+            t0, began, mark = self.clock(), time.perf_counter(), self.session.recorder.n
             reading = self.monitor.reading
             policy, candidates = state_policy(self.policy, reading.state, self.candidates)
             spinning = policy != "efficiency"
@@ -155,6 +165,16 @@ class ThreadTuner:
             self._tuned_load = self._external_load(reading.loadavg)
             self._tuned_busy = self._busy.read()
             self._busy_strikes = 0
+            # the reference as check() will measure it: alongside our live runs, or, for
+            # an offline probe (back-to-back runs), over its whole span
+            # after a sharing re-tune, the level that triggered it (steady for ``strikes``
+            # checks; the exploration's own windows read lower and re-triggered)
+            live_shared = (self._shared_now if reason.startswith("shared") else
+                           sharing.shared_threads(self.session, self.session.recorder.window(
+                               mark)) if mode == "live" else None)
+            self._tuned_shared = (live_shared if live_shared is not None else
+                                  sharing.shared_during(self.session, began, time.perf_counter()))
+            self._shared_strikes = 0
             self._baseline = measured.get(chosen) if mode == "live" else None
             self._strikes = 0
             self._drift_since = None
@@ -247,12 +267,20 @@ class ThreadTuner:
             else:
                 self._busy_strikes = 0
         recorder = self.session.recorder
-        window = recorder.window(self._seen)
-        self._seen = recorder.n
+        since, self._seen = self._seen, recorder.n
+        window = recorder.window(since)
+        reason = (self._sharing_changed(window, cooling)
+                  if window["seconds"].size >= self.options.min_samples else None)
+        if reason:
+            return reason
         mine = window["threads"] == self.session.backend.options.threads
         times = per_row_seconds(window)[mine]
         if times.size < self.options.min_samples:
+            # a pause: the drift so far was not seen to last through it; bursts apart (a
+            # caller serving in turns) must not add up to one lasting drift
             self._idle = True
+            self._strikes = 0
+            self._drift_since = None
             return None
         if self._idle:  # first window after a pause: cold caches and clocks, not a trend
             self._idle = False
@@ -273,6 +301,21 @@ class ThreadTuner:
         self._strikes = 0
         self._drift_since = None
         self._baseline = 0.9 * self._baseline + 0.1 * now  # moving average
+        return None
+
+    def _sharing_changed(self, window: dict[str, np.ndarray], cooling: bool) -> str | None:
+        """Other models of this process now run more (or fewer) threads alongside ours than
+        when we were tuned, on ``strikes`` checks in a row: measure again under the sharing."""
+        shared = sharing.shared_threads(self.session, window)
+        if shared is None:  # no traffic of ours: nothing shares it
+            return None
+        self._shared_now = shared
+        if abs(shared - self._tuned_shared) < self.options.busy_step:
+            self._shared_strikes = 0
+            return None
+        self._shared_strikes += 1
+        if self._shared_strikes >= self.options.strikes and not cooling:
+            return f"shared {self._tuned_shared:.2f}->{shared:.2f} threads"
         return None
 
     def _external_load(self, loadavg: float | None) -> float | None:

@@ -1,6 +1,6 @@
 """Part 4 of ``bench_runtime.py``: a fake sysfs tree goes mains -> battery -> throttled under a
 steady request stream; the power-aware batcher against a fixed batch-1 model, energy per sample
-and p95 latency per phase."""
+and p95 latency per phase, each model served in alternating slices (never both at once)."""
 
 from __future__ import annotations
 
@@ -58,43 +58,76 @@ def completion_timer(latencies: dict[str, list[float]]) -> Any:
     return done
 
 
+# An idle onnxruntime pool spin-waits ~40 ms of CPU after its last run: the next slice
+# starts after it, so that neither model's slice is billed the other's spinning.
+SLICE_GAP_S = 0.1
+
+
+def serve_slice(model: Any, name: str, x: np.ndarray, rate: float, seconds: float,
+                done: Any) -> None:
+    """A steady stream of ``rate`` requests/s to one model for ``seconds``; returns when all
+    of them are answered."""
+    futures = []
+    start = time.perf_counter()
+    k = 0
+    while (now := time.perf_counter()) < start + seconds:
+        due = start + k / rate
+        if now < due:
+            time.sleep(min(due - now, 0.002))
+            continue
+        future = model.submit(x)
+        future.add_done_callback(done(name, now))
+        futures.append(future)
+        k += 1
+    for future in futures:
+        future.result(timeout=60)
+
+
+def settle_tuner(model: Any, timeout_s: float = 6.0) -> None:
+    """Wait (without traffic) until the tuner has re-tuned for the monitor's current state:
+    a phase measures the steady state, not the one re-tune at its start."""
+    time.sleep(0.6)  # the monitor polls every 0.2 s
+    end = time.perf_counter() + timeout_s
+    while time.perf_counter() < end:
+        events = model.tuner.events
+        if events and events[-1].get("state") == model.monitor.state:
+            return
+        time.sleep(0.05)
+
+
 def power_phases(path: Path, root: Path, phase_s: float, rate: float,
-                 backend: str = "onnxruntime") -> dict[str, Any]:
-    """On onnxruntime by default: its model takes real batches (the .tflite is written for
+                 backend: str = "onnxruntime", slice_s: float = 0.5) -> dict[str, Any]:
+    """Each phase serves the same steady stream to the adaptive model and to a fixed batch-1
+    model at the thread count the adaptive one chose at load, in alternating slices (A B B A
+    ...), ``phase_s`` of traffic each: one model at a time, as each would run alone. (Both
+    at once, each with a 2-thread pool on 2 cores, measured which pool won the cores.)
+    On onnxruntime by default: its model takes real batches (the .tflite is written for
     batch 1 and runs a batch row by row, so batching it saves nothing)."""
     set_phase(root, "mains")
     adaptive = edgekit.load(path, backend=backend, threads="auto", policy="balanced",
                             power_root=str(root), monitor_interval_s=0.2, max_batch=8)
     baseline = edgekit.load(path, backend=backend, threads=adaptive.threads, max_batch=1,
                             max_wait_ms=0, power_aware=False)
+    models = {"adaptive": adaptive, "baseline": baseline}
     power = PowerModel.from_profile(adaptive.spec.target.profile)
     budget_ms = adaptive.spec.target.profile.budgets.latency_ms
     x = one_input(adaptive)
-    out: dict[str, Any] = {"budget_ms": budget_ms, "rate_per_s": rate, "phases": {}}
+    slices = max(1, round(phase_s / slice_s))
+    out: dict[str, Any] = {"budget_ms": budget_ms, "rate_per_s": rate, "phases": {},
+                           "slice_s": phase_s / slices, "slices_each": slices}
     for phase in PHASES:
         set_phase(root, phase)
-        time.sleep(0.6)  # the monitor polls every 0.2 s; the tuner re-tunes on the change
-        marks = {k: m.session.recorder.n for k, m in (("adaptive", adaptive), ("baseline", baseline))}
+        settle_tuner(adaptive)
+        marks = {k: m.session.recorder.n for k, m in models.items()}
         latencies: dict[str, list[float]] = {"adaptive": [], "baseline": []}
         done = completion_timer(latencies)
-        futures = []
-        start = time.perf_counter()
-        k = 0
-        while (now := time.perf_counter()) < start + phase_s:  # steady arrivals, both models
-            due = start + k / rate
-            if now < due:
-                time.sleep(min(due - now, 0.002))
-                continue
-            pair = (("adaptive", adaptive), ("baseline", baseline))
-            for name, model in pair if k % 2 else pair[::-1]:  # neither always goes first
-                future = model.submit(x)
-                future.add_done_callback(done(name, now))
-                futures.append(future)
-            k += 1
-        for future in futures:
-            future.result(timeout=60)
+        order = ["adaptive", "baseline"]
+        for i in range(2 * slices):  # A B B A A B ...: neither always goes first
+            name = order[(i + 1) // 2 % 2]
+            time.sleep(SLICE_GAP_S)
+            serve_slice(models[name], name, x, rate, phase_s / slices, done)
         row: dict[str, Any] = {}
-        for name, model in (("adaptive", adaptive), ("baseline", baseline)):
+        for name, model in models.items():
             window = model.session.recorder.window(marks[name])
             energy = sum(power.energy_j(int(t), float(s))
                          for t, s in zip(window["threads"], window["seconds"], strict=True))
@@ -140,7 +173,8 @@ def power_claims(power: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
 
 
 def print_power(power: dict[str, Any]) -> None:
-    print("\npower phases (adaptive vs fixed batch-1, same request stream):")
+    print(f"\npower phases (adaptive vs fixed batch-1, the same stream in alternating "
+          f"{power['slice_s']:.2f} s slices, {power['slices_each']} each):")
     for phase, p in power["phases"].items():
         a, b, pol = p["adaptive"], p["baseline"], p["policy"]
         print(f"  {phase:<10} policy {pol['state']:<10} max_batch {pol['max_batch']:<3} "

@@ -13,6 +13,7 @@ import pytest
 import edgekit
 from edgekit.backends import BackendOptions
 from edgekit.backends.onnxruntime import OnnxRuntimeBackend
+from edgekit.batch_policy import may_join
 from edgekit.batcher import batch_policy
 from edgekit.errors import InferenceError, InternalError, QueueFullError, UserError
 from edgekit.power import HOT, LOW_BATTERY, NORMAL, ON_BATTERY, THROTTLED, UNKNOWN
@@ -183,6 +184,28 @@ def test_batch_policy_follows_power_state() -> None:
         strict = batch_policy(state, "balanced", 8, None, budget)
         assert strict.max_batch == 32 and strict.gap > saving.gap
         assert strict.max_wait_s <= strict.max_delay_s <= budget / 2  # p95 inside the budget
+
+
+def test_on_mains_only_efficiency_waits_for_companions() -> None:
+    budget = 0.1
+    for state in (NORMAL, UNKNOWN):  # a wait costs latency batch-1 never charges
+        assert batch_policy(state, "balanced", 8, None, budget).max_wait_s == 0.0
+        assert batch_policy(state, "efficiency", 8, None, budget).max_wait_s > 0.0
+    assert batch_policy(NORMAL, "balanced", 8, 2.0, budget).max_wait_s == pytest.approx(0.002)
+
+
+def test_on_mains_only_a_backlog_joins_a_batch() -> None:
+    budget, run = 0.1, 0.0003  # a 0.3 ms row
+    for policy in ("balanced", "latency"):  # a burst of a few is served one by one ...
+        mains = batch_policy(NORMAL, policy, 8, None, budget)
+        assert not may_join(mains, waited_s=0.0001, per_row_s=run)
+        assert may_join(mains, waited_s=0.0003, per_row_s=run)  # ... a backlog batches
+        assert may_join(mains, waited_s=0.0, per_row_s=None)  # no run timed yet
+    for saving in (batch_policy(NORMAL, "efficiency", 8, None, budget),
+                   batch_policy(NORMAL, "balanced", 8, 2.0, budget),  # the caller's wait
+                   batch_policy(ON_BATTERY, "balanced", 8, None, budget),
+                   batch_policy(THROTTLED, "balanced", 8, None, budget)):
+        assert may_join(saving, waited_s=0.0, per_row_s=run)
 
 
 def test_batcher_switches_policy_when_power_source_changes(mlp_artifact: Path,

@@ -244,6 +244,31 @@ def test_drift_must_last_and_lasts_longer_after_a_fruitless_retune(conv_artifact
             tuner.stop()
 
 
+def test_drift_must_last_without_a_pause(conv_artifact: Path, tmp_path: Path) -> None:
+    # Bursts of traffic apart (a caller serving in turns) are not one lasting drift: each
+    # burst's strikes count from scratch.
+    with edgekit.load(conv_artifact, threads=1, power_root=str(tmp_path)) as model:
+        clock = StepClock()
+        tuner = tuner_for(model, TunerOptions(cooldown_s=0.0, min_samples=5, strikes=2,
+                                              drift_s=1.0), clock)
+        recorder = model.session.recorder
+
+        def window(ms: float | None) -> str | None:
+            for _ in range(0 if ms is None else 10):
+                t = time.perf_counter() - 30.0
+                recorder.add(t - ms / 1e3, t, 1, 1)
+            clock.advance(0.5)
+            return tuner.check()
+
+        assert window(1.0) is None and window(1.0) is None  # warm-up, then the baseline
+        for _ in range(3):  # 2 strikes in 0.5 s, then a pause, then the next burst
+            assert window(2.0) is None and window(2.0) is None
+            assert window(None) is None  # idle: the strikes start over
+            assert window(2.0) is None  # first window after the pause: cold, ignored
+        assert window(2.0) is None and window(2.0) is None
+        assert (window(2.0) or "").startswith("drift 1.000->2.000")  # 1 s without a pause
+
+
 def test_probe_failure_falls_back_to_all_cores(tmp_path: Path) -> None:
     # The manifest leaves the feature axis symbolic, so the probe feeds [1, 1]; onnxruntime
     # refuses that shape (the model needs 16): the load must still succeed.
