@@ -71,10 +71,13 @@ def ort_int8(src: Path, calib: np.ndarray, work: Path) -> tuple[Path, Path]:
     """onnxruntime's own static quantization (bench_peers.ort_u8s8: QDQ, uint8 activations,
     per-channel int8 weights); the pre-processed float model beside it."""
     from bench_peers import ort_u8s8
+    from onnxruntime.quantization.shape_inference import quant_pre_process
 
     work.mkdir(parents=True, exist_ok=True)
     out = ort_u8s8(src, work / "ort.int8.onnx", calib)
-    return out.with_suffix(".pre.onnx"), out
+    pre = work / "ort.float.pre.onnx"  # ort_u8s8 removes its own copy: the same step again
+    quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)
+    return pre, out
 
 
 def logits(path: Path, x: np.ndarray, exact: bool) -> np.ndarray:
