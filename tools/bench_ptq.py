@@ -1,6 +1,6 @@
 """Post-training quantization side by side: edgekit plain min-max, edgekit's PTQ, onnxruntime.
 
-    python tools/bench_ptq.py [--models mobilenet,efficientnet] [--calib 256]
+    python tools/bench_ptq.py [--models mobilenet,efficientnet] [--calib 256] [--seed 1]
 
 Trained nets (``tools/train_ptq_nets.py``: MobileNetV2- and EfficientNet-Lite-style, trained
 briefly on scikit-learn's real digits upscaled to 32x32, weights cached in ``tools/trained/``),
@@ -128,9 +128,9 @@ def show(name: str, r: dict[str, Any]) -> None:
           f"{r['worst_sqnr']:.1f} | {r.get('note', '')} |", flush=True)
 
 
-def bench(name: str, calib_count: int, work: Path) -> list[dict[str, Any]]:
+def bench(name: str, calib_count: int, work: Path, seed: int = 1) -> list[dict[str, Any]]:
     x_train, _, x_test, y_test = nets.digits_32()
-    calib = x_train[np.random.default_rng(1).permutation(len(x_train))[:calib_count]]
+    calib = x_train[np.random.default_rng(seed).permutation(len(x_train))[:calib_count]]
     src = export(name, work)
     reference = logits(src, x_test, exact=False)
     rows = [{"quantizer": "float", "cosine": 1.0, "agreement": 1.0,
@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=",".join(nets.NAMES))
     parser.add_argument("--calib", type=int, default=256, help="calibration samples (from the train split)")
+    parser.add_argument("--seed", type=int, default=1, help="which calibration samples are drawn")
     args = parser.parse_args(argv)
     import platform
 
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.models.split(","):
         began = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="bench-ptq-") as tmp:
-            rows = bench(name, args.calib, Path(tmp))
+            rows = bench(name, args.calib, Path(tmp), args.seed)
         ours, peer = rows[2], rows[3]
         verdict = all(ours[k] >= peer[k] for k in ("cosine", "agreement", "accuracy", "worst_sqnr"))
         print(f"<!-- {name}: edgekit PTQ >= onnxruntime on every metric: {verdict}; "
