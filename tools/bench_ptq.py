@@ -8,8 +8,9 @@ the same calibration samples (drawn from the training split) for every quantizer
 
 - ``edgekit min-max``: ``--method minmax --no-equalize --no-bias-correct`` (the old default);
 - ``edgekit PTQ``: ``--method auto`` (minmax, percentile, entropy and the per-tensor choice,
-  chosen on a half of the calibration data) with cross-layer equalization and bias correction
-  (per weight rounding or sequential, by measured shift: ``stages/bias_correct.py``);
+  chosen on the calibration data: nothing is left over to hold out; drops within one sample's
+  decision tie and the cosine decides, ``stages/validate.py``) with cross-layer equalization
+  (with a bit of headroom, ``stages/equalize.py``) and bias correction, kept when it pays;
 - ``onnxruntime``: ``quantize_static`` QDQ, per-channel U8S8 (its defaults: MinMax), after its
   ``quant_pre_process``.
 
