@@ -32,6 +32,7 @@ from typing import Any
 from edgekit.errors import BudgetError
 
 from ..context import BuildContext
+from ..stages.quantize import QuantizeConfig
 from ..task_accuracy import Scorer, TaskScore
 
 LADDER: tuple[str, ...] = ("int8", "int16", "fp16", "float")  # every rung, cheapest first
@@ -159,9 +160,7 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, budget: float,
         if ranking:
             ctx.report("  accuracy guard: most sensitive " + ", ".join(
                 f"{s.tensor} ({s.sqnr_db:.1f} dB)" for s in ranking[:3]))
-        model = onnx_nodes(ctx.float_path)
-        for plan in ranking:
-            plan.ops = {model.get(n, "") for n in plan.nodes}
+        label_ops(ranking, ctx.float_path)
         for k, size in enumerate(sizes):
             plan = plans[size - 1]
             nodes = nodes_of(plan)
@@ -205,21 +204,34 @@ def onnx_nodes(path: Path) -> dict[str, str]:
     return {n.name: n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node}
 
 
+def label_ops(ranking: list[Any], float_path: Path) -> None:
+    """Give each ranked tensor the op types of its fix set (``rungs_for`` reads them)."""
+    model = onnx_nodes(float_path)
+    for item in ranking:
+        item.ops = {model.get(n, "") for n in item.nodes}
+
+
+def rung_config(config: Any, nodes: list[str], rung: str) -> QuantizeConfig:
+    """The quantize stage's config with ``nodes`` at ``rung`` (int16 / fp16 / float) and the
+    user's ``--keep-float`` nodes float: the plain guard's rebuilds and the search's alike."""
+    user = set(config.keep_float)
+    float_nodes = user | set(nodes) if rung == "float" else user
+    return QuantizeConfig(tuple(sorted(float_nodes)), config.per_channel,
+                          int16=tuple(sorted(nodes)) if rung == "int16" else (),
+                          fp16=tuple(sorted(set(nodes) - user)) if rung == "fp16" else (),
+                          bias_correct=config.bias_correct, adaround=config.adaround)
+
+
 def rebuild(ctx: BuildContext, method: str, nodes: list[str], k: int, rung: str = "float") -> Path:
     """Quantize once more with ``nodes`` at ``rung`` (int16 / fp16 / float; the user's
     ``--keep-float`` nodes float), in its own folder."""
-    from ..stages.quantize import Quantize, QuantizeConfig
+    from ..stages.quantize import Quantize
 
     sub = ctx.fork(f"guard{k}-{rung}")
     sub.ranges = {method: ctx.ranges[method]}
     sub.candidates = {}
     step = Quantize()
-    user = set(ctx.config.keep_float)
-    float_nodes = user | set(nodes) if rung == "float" else user
-    step.config = QuantizeConfig(tuple(sorted(float_nodes)), ctx.config.per_channel,
-                                 int16=tuple(sorted(nodes)) if rung == "int16" else (),
-                                 fp16=tuple(sorted(set(nodes) - user)) if rung == "fp16" else (),
-                                 bias_correct=ctx.config.bias_correct, adaround=ctx.config.adaround)
+    step.config = rung_config(ctx.config, nodes, rung)
     step.run(sub)
     return sub.candidates[method]
 

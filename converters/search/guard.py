@@ -302,21 +302,27 @@ def nodes_of(plan: list[Sensitivity]) -> list[str]:
     return sorted({n for item in plan for n in item.nodes})
 
 
-def guard(ranking: list[Sensitivity], attempt: Callable[[list[Sensitivity]], Any],
+def guard(ranking: list[Sensitivity], attempt: Callable[[list[Sensitivity], str], Any],
           met: Callable[[Any], bool], give_up: Callable[[Any], bool],
-          max_steps: int = MAX_STEPS) -> GuardResult:
-    """Keep more sensitive tensors float, one more at a time, until ``met(attempt(plan))``.
+          max_steps: int = MAX_STEPS, rungs: tuple[str, ...] = ("int8", "float")) -> GuardResult:
+    """Move more sensitive tensors up the precision ladder, one more at a time, until
+    ``met(attempt(plan, rung))``. At each plan the rungs above int8 that it can use
+    (``autoguard.rungs_for``: int16 for activations of 16x8 ops, fp16 where ``rungs`` has it,
+    then float) are tried cheapest first, as the plain build's guard does.
 
-    ``attempt`` rebuilds with ``nodes_of(plan)`` float and returns its result; ``give_up``
-    stops early (another budget broke, so more float layers can only make it worse).
+    ``attempt`` rebuilds with ``nodes_of(plan)`` at ``rung`` and returns its result; ``give_up``
+    stops early (another budget broke, so wider layers can only make it worse).
     """
+    from .autoguard import rungs_for
+
     history: list[dict[str, Any]] = []
     last: list[Sensitivity] = []
     for plan in steps(ranking, max_steps):
-        result = attempt(plan)
         last = plan
-        history.append({"float_tensors": [p.tensor for p in plan], "nodes": nodes_of(plan),
-                        "met": bool(met(result))})
-        if met(result) or give_up(result):
-            break
-    return GuardResult(nodes_of(last), last, bool(history and history[-1]["met"]), history)
+        for rung in rungs_for(plan, rungs):
+            result = attempt(plan, rung)
+            history.append({"float_tensors": [p.tensor for p in plan], "nodes": nodes_of(plan),
+                            "rung": rung, "met": bool(met(result))})
+            if met(result) or give_up(result):
+                return GuardResult(nodes_of(plan), plan, bool(met(result)), history)
+    return GuardResult(nodes_of(last), last, False, history)

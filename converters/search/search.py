@@ -10,8 +10,9 @@ read once; then, cheapest first:
 2. for each calibration method (minmax first): calibrate, quantize, validate against the
    *dense* float model on the validation data, estimate, check every budget;
 3. when a ratio's best candidate fits the hardware budgets but misses the accuracy budget,
-   the accuracy guard (``converters.guard``) keeps its most sensitive layers float, one
-   more per rebuild, until the accuracy budget is met.
+   the accuracy guard (``search/guard.py``) moves its most sensitive layers up the precision
+   ladder, one more per rebuild, until the accuracy budget is met: int16 activations, fp16
+   where the target's CPU has it, then float (``autoguard.ladder``, as the plain build's guard).
 
 Each candidate is a set of stage configs (``PruneConfig``, ``CalibrateConfig``,
 ``QuantizeConfig``) run through the build's own plan; a ``PrefixCache`` keeps the context
@@ -42,7 +43,6 @@ from ..executor.shards import build_outputs
 from ..pipeline import Pipeline, Plan, Rejected, StageConfig, check_order
 from ..stages.calibrate import CalibrateConfig
 from ..stages.prune import PruneConfig, check_ratio
-from ..stages.quantize import QuantizeConfig
 from ..task_accuracy import BuildMetric
 from . import budgets as B
 from .cache import PrefixCache
@@ -64,6 +64,7 @@ class Candidate:
     accuracy: dict[str, Any] = field(default_factory=dict)
     guard_plan: list[Any] = field(default_factory=list)  # guard.Sensitivity items kept float
     configs: dict[str, StageConfig] = field(default_factory=dict, repr=False)  # what built it
+    rung: str = "float"  # the guard's precision for ``float_nodes`` (int16 / fp16 / float)
 
     @property
     def built(self) -> bool:
@@ -221,7 +222,7 @@ class Search:
         return any(c.verdict.fits for c in self.candidates if c.ratio == ratio)
 
     def evaluate(self, ctx: BuildContext, ratio: float, method: str, nodes: list[str],
-                 began: float, outputs: list[np.ndarray] | None = None) -> Candidate:
+                 began: float, outputs: list[np.ndarray] | None = None, rung: str = "float") -> Candidate:
         """``outputs``: the validation run when a candidate task made it (dispatch.py)."""
         path = ctx.candidates[method]
         ctx.quant_path = path
@@ -243,9 +244,9 @@ class Search:
         figures.update(accuracy_drop=acc["accuracy_drop"], accuracy=acc["accuracy"],
                        cosine=acc["cosine"])
         verdict = B.check(figures, self.budgets, self.checked)
-        name = f"prune{ratio:g}-{method}" + (f"-float{len(nodes)}" if nodes else "")
+        name = f"prune{ratio:g}-{method}" + (f"-{rung}{len(nodes)}" if nodes else "")
         cand = Candidate(name, ratio, method, nodes, {k: _round(v) for k, v in figures.items()},
-                         verdict, time.perf_counter() - began, ctx, acc)
+                         verdict, time.perf_counter() - began, ctx, acc, rung=rung)
         self.candidates.append(cand)
         status = ("fits" + (" with margin" if verdict.fits_with(self.margin) else "")
                   if verdict.fits else "misses " + "; ".join(c.miss() for c in verdict.missed))
@@ -256,22 +257,21 @@ class Search:
         return cand
 
     def _guard(self, rctx: BuildContext, best: Candidate) -> None:
+        from .autoguard import label_ops, ladder, rung_config
         from .guard import guard, nodes_of, sensitivity
 
         config = rctx.config
         ranking = sensitivity(rctx.float_path, best.ctx.quant_path, rctx.calib,
                               config.sensitivity_samples)
+        label_ops(ranking, rctx.float_path)
         method = best.method
 
-        def attempt(plan: list[Any]) -> Candidate:
+        def attempt(plan: list[Any], rung: str) -> Candidate:
             began = time.perf_counter()
             # the same prune and calibrate configs: the cache re-runs quantization only
-            configs = {**best.configs,
-                       "quantize": QuantizeConfig(tuple(nodes_of(plan)), config.per_channel,
-                                                  bias_correct=config.bias_correct,
-                                                  adaround=config.adaround)}
+            configs = {**best.configs, "quantize": rung_config(config, nodes_of(plan), rung)}
             gctx = self.cache.run("quantize", configs)
-            cand = self.evaluate(gctx, best.ratio, method, nodes_of(plan), began)
+            cand = self.evaluate(gctx, best.ratio, method, nodes_of(plan), began, rung=rung)
             cand.guard_plan = list(plan)
             cand.configs = configs
             return cand
@@ -280,7 +280,7 @@ class Search:
                          + ", ".join(f"{s.tensor} ({s.sqnr_db:.1f} dB)" for s in ranking[:3]))
         guard(ranking, attempt, met=lambda c: c.verdict.fits,
               give_up=lambda c: not c.verdict.hardware_fits(),
-              max_steps=config.guard_steps)
+              max_steps=config.guard_steps, rungs=ladder(self.base.profile))
 
     # ------------------------------------------------------------------ result
     def ranked(self) -> list[Candidate]:
@@ -328,10 +328,11 @@ class Search:
         win.quantization["float_nodes"] = float_nodes(onnx.load(str(win.quant_path)))
         if cand.guard_plan:
             win.extra_manifest["accuracy_guard"] = {
-                "keep_float": cand.float_nodes,
+                "keep_float": cand.float_nodes if cand.rung in ("fp16", "float") else [],
+                "rung": cand.rung, "nodes": cand.float_nodes,
                 "layers": [s.to_dict() for s in cand.guard_plan if isinstance(s, Sensitivity)],
                 "why": "the int8 build missed the accuracy budget; these tensors cost the most "
-                       "output SQNR when quantized alone, so the nodes quantizing them run float"}
+                       f"output SQNR when quantized alone, so the nodes quantizing them run at {cand.rung}"}
         win.extra_manifest["budgets"] = {**self.budgets.to_dict(), "checked": list(self.checked),
                                          "figures": cand.figures, "checks": cand.verdict.to_dict(),
                                          "storage_note": "estimated before writing; the artifact "

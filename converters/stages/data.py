@@ -98,11 +98,14 @@ class LoadData(Stage):
 
 def split(data: Any, calib_samples: int, seed: int) -> tuple[Any, Any, int]:
     """Shuffle once; calibrate on every sample (at most calib_samples); validate on what is
-    left when that is at least half the data, else on the second half, whose first samples
-    then also calibrate. Returns (calibration, validation, samples both hold).
+    left when that is at least half the data, else on every sample (calibration ones first).
+    Returns (calibration, validation, samples both hold).
 
     The shipped model sees all the data it may (issue 15: halving it cost accuracy) while
-    validation stays held out whenever the data allows; ``--val`` gives a disjoint set."""
+    validation stays held out whenever the data allows; ``--val`` gives a disjoint set. When it
+    cannot be held out, a half of the calibration samples validated no better than all of
+    them, and on 32 samples its 16 made one flipped decision worth 6 points (the validate
+    stage's noise): so all of them."""
     count = len(data)
     if count < 2:
         raise CalibrationError(
@@ -114,4 +117,4 @@ def split(data: Any, calib_samples: int, seed: int) -> tuple[Any, Any, int]:
     calib = data.take(order[:n_calib])
     if count - n_calib >= count // 2:
         return calib, data.take(order[n_calib:]), 0
-    return calib, data.take(order[count // 2:]), n_calib - count // 2
+    return calib, data.take(order), n_calib

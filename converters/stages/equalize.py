@@ -10,6 +10,15 @@ channel the whole grid. When Conv2 is depthwise (one filter per channel) its wei
 quantized per channel, so the rescale costs Conv2 nothing: the ranges are equalized fully
 (``s_c = range_c / max range``), measured on calibration data (the data-aware variant).
 
+With headroom: a channel's maximum measured on a few calibration samples underestimates the
+maximum it reaches on new inputs (on the trained MobileNet-style digits net, 32 samples: the
+median channel's maximum on 797 unseen digits was 1.05-1.24x its calibrated one, the worst
+2.3x), while the tensor's range is set by its widest channel alone. Scaling every channel all
+the way to that range would clip almost every channel on new inputs (with 32 samples this lost
+a digit to onnxruntime's plain min-max); so channels are raised only to ``1 / HEADROOM`` of the
+range, and channels already above it are left alone. That gives up at most one bit of the
+equalization's gain on the raised channels.
+
 Relu6 (``Clip(0, 6)``) is NOT scale-equivariant: ``clip(x / s, 0, 6) != clip(x, 0, 6) / s``.
 AIMET replaces Relu6 by Relu before equalizing, which changes the float model; here such pairs
 are left alone and counted (``skipped_clip``), so the float outputs stay equal.
@@ -28,6 +37,7 @@ from ..pipeline import Stage, StageConfig
 EQUIVARIANT = ("Relu", "LeakyRelu")
 SAMPLES = 64  # calibration samples measuring the activation ranges (ranges, not statistics)
 MIN_SCALE = 1e-4  # a dead channel (range ~0) is not blown up by more than this
+HEADROOM = 2.0  # raised channels reach 1/HEADROOM of the tensor's range (see above)
 
 
 @dataclass(frozen=True)
@@ -134,7 +144,7 @@ def equalize(model: Any, feeds: list[dict[str, np.ndarray]]) -> dict[str, Any]:
         top = float(r.max())
         if top <= 0:
             continue
-        s = np.clip(r / top, MIN_SCALE, 1.0)
+        s = np.clip(HEADROOM * r / top, MIN_SCALE, 1.0)
         s[r <= 0] = 1.0
         first, second = nodes[pair.first], nodes[pair.second]
         w1 = numpy_helper.to_array(inits[first.input[1]]).astype(np.float64)
@@ -148,7 +158,7 @@ def equalize(model: Any, feeds: list[dict[str, np.ndarray]]) -> dict[str, Any]:
         if len(first.input) > 2 and first.input[2]:
             _replace(inits[first.input[2]], numpy_helper.to_array(inits[first.input[2]]) / s)
         live = r[r > 0]
-        spread.append(float(live.max() / np.median(live)))  # after: 1 (every live channel at the top)
+        spread.append(float(live.max() / np.median(live)))  # after: <= HEADROOM
     # how uneven the channels were: widest range / median range, median over the pairs
     report["median_range_spread_before"] = round(float(np.median(spread)), 3) if spread else None
     return report

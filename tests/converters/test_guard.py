@@ -80,15 +80,33 @@ def test_steps_skip_tensors_already_covered():
     plans = steps(items)
     assert [[s.tensor for s in plan] for plan in plans] == [["a"], ["a", "b"]]
     tried = []
-    result = guard(items, attempt=lambda plan: tried.append(plan) or len(plan),
+    result = guard(items, attempt=lambda plan, rung: tried.append(plan) or len(plan),
                    met=lambda n: n >= 2, give_up=lambda n: False)
     assert result.met and result.keep_float == ["n1", "n2", "n3"] and len(tried) == 2
-    result = guard(items, attempt=lambda plan: len(plan), met=lambda n: False,
+    result = guard(items, attempt=lambda plan, rung: len(plan), met=lambda n: False,
                    give_up=lambda n: True)
     assert not result.met and result.keep_float == ["n1", "n2"]  # stopped after one rebuild
 
 
-def test_build_keeps_the_sensitive_layers_float_until_accuracy_is_met(tmp_path):
+def test_search_guard_climbs_the_ladder_before_float():
+    """The budget search's guard tries each plan at int16 (activations of 16x8 ops), fp16
+    (where the ladder has it), then float, and stops at the first rung that meets."""
+    items = [Sensitivity("a", "activation", ["n1"], 5.0, ops={"Conv"}),
+             Sensitivity("w", "weight", ["n2"], 9.0, ops={"Conv"}),
+             Sensitivity("s", "activation", ["n3"], 12.0, ops={"Softmax"})]
+    tried: list[tuple[int, str]] = []
+    result = guard(items, attempt=lambda plan, rung: tried.append((len(plan), rung)) or (len(plan), rung),
+                   met=lambda r: r == (2, "fp16"), give_up=lambda r: False,
+                   rungs=("int8", "int16", "fp16", "float"))
+    assert tried == [(1, "int16"), (1, "fp16"), (1, "float"), (2, "int16"), (2, "fp16")]
+    assert result.met and [h["rung"] for h in result.history] == ["int16", "fp16", "float", "int16", "fp16"]
+    tried.clear()  # no fp16 on the target, and no plan with a 16x8 activation: float alone
+    guard(items[1:], attempt=lambda plan, rung: tried.append((len(plan), rung)),
+          met=lambda r: False, give_up=lambda r: False, rungs=("int8", "int16", "float"))
+    assert tried == [(1, "float"), (2, "float")]
+
+
+def test_search_moves_the_sensitive_layers_up_the_ladder_until_accuracy_is_met(tmp_path):
     source = outlier_digits(tmp_path)
     result = build(str(source), target="host", calib=str(DIGITS_NPZ),
                    output=tmp_path / "guarded.edgekit", formats=["onnx"], method="minmax",
@@ -102,13 +120,16 @@ def test_build_keeps_the_sensitive_layers_float_until_accuracy_is_met(tmp_path):
     assert chosen["fits"] and chosen["float_nodes"] > 0
     guard_section = m["accuracy_guard"]
     assert guard_section["layers"][0]["tensor"] == "relu"
-    assert {"node_conv2d", "node_conv2d_1"} <= set(guard_section["keep_float"])
+    # the ladder's first rung above int8 (the host has no fp16): int16 activations, not float
+    assert guard_section["rung"] == "int16" and "-int16" in chosen["id"]
+    assert {"node_conv2d", "node_conv2d_1"} <= set(guard_section["nodes"])
     assert "SQNR" in guard_section["layers"][0]["reason"]
-    assert m["quantization"]["keep_float"] == guard_section["keep_float"]
+    assert m["quantization"]["keep_float"] == guard_section["keep_float"] == []
     val = m["validation"]
     assert val["accuracy_float"] - val["accuracy_int8"] <= 0.01
-    floats = {n["name"] for n in m["quantization"]["float_nodes"]}
-    assert {"node_conv2d", "node_conv2d_1"} <= floats
+    assert not m["quantization"]["float_nodes"]
+    layers = {entry["name"]: entry["precision"] for entry in m["layers"]}
+    assert layers["node_conv2d"] == layers["node_conv2d_1"] == "int16"
     # each float fallback re-ran quantization only (the search's stage-prefix cache)
     runs = m["search"]["stage_runs"]
     assert runs["quantize"] == len(table) > 1 and runs["calibrate"] == runs["prepare"] == 1

@@ -11,7 +11,7 @@ from edgekit.converters.stages.data import split
 def test_split_keeps_every_sample_for_calibration() -> None:
     data = Dataset({"x": np.arange(10, dtype=np.float32)[:, None]})
     calib, val, shared = split(data, calib_samples=256, seed=0)
-    assert len(calib) == 10 and len(val) == 5 and shared == 5
+    assert len(calib) == 10 and len(val) == 10 and shared == 10  # nothing to hold out: all validate
     assert set(val.arrays["x"][:, 0]) <= set(calib.arrays["x"][:, 0])
 
 
@@ -24,8 +24,8 @@ def test_split_caps_calibration_at_calib_samples() -> None:
     assert not set(val.arrays["x"][:, 0]) & set(calib.arrays["x"][:, 0])
 
 
-def test_split_overlaps_only_the_samples_it_must() -> None:
+def test_split_validates_on_every_sample_when_too_few_are_left_over() -> None:
     data = Dataset({"x": np.arange(10, dtype=np.float32)[:, None]})
     calib, val, shared = split(data, calib_samples=7, seed=0)
-    assert len(calib) == 7 and len(val) == 5 and shared == 2
-    assert len(set(val.arrays["x"][:, 0]) & set(calib.arrays["x"][:, 0])) == 2
+    assert len(calib) == 7 and len(val) == 10 and shared == 7  # the 3 left over validate too
+    assert len(set(val.arrays["x"][:, 0]) & set(calib.arrays["x"][:, 0])) == 7
