@@ -25,8 +25,10 @@ models (PNet) keep the guard. ``--guarded`` builds every model with the guard. C
   i8/f32 Nt int8 (shipped model, edgekit's backend) over fp32 (float ONNX, onnxruntime)
             median batch-1 latency at N threads, runs interleaved; below 1.0 = int8 faster
   build s   wall time of the build call
-Random-weight models measure coverage and speed only, not accuracy. Fallback reasons and
-errors are listed under the table, one line each.
+Random-weight models measure coverage and speed only, not accuracy. The summary line counts
+strictly: "N/15 no float ops" leaves out only recurrent cells (LSTM/GRU, no integer LiteRT
+kernel), and names each one it excepts; a kept-float packed Concat counts against the row and
+is named apart. Fallback reasons and errors are listed under the table, one line each.
 """
 
 from __future__ import annotations
