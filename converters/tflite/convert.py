@@ -22,6 +22,7 @@ from edgekit.converters.tflite.ops.activation import fused_code
 from edgekit.converters.tflite.output_qdq import Range, quantize_outputs
 from edgekit.converters.tflite.qdq_fill import fill_qdq
 from edgekit.converters.tflite.quant import activation_params
+from edgekit.converters.tflite.recurrent_qdq import quantize_recurrent_moves
 from edgekit.converters.tflite.schema import Act
 from edgekit.converters.tflite.sixteen import INT16_KERNELS, is_int16_zero
 from edgekit.converters.tflite.writer import ModelWriter
@@ -63,6 +64,7 @@ def convert(model: onnx.ModelProto, keep_float: set[str] | frozenset[str] = froz
         halves.update(fold_fp16_weights(copy))  # fp16 layers' weights (tflite/fp16.py)
         if output_ranges:
             quantize_outputs(copy, output_ranges, int8_ops, keep)
+        quantize_recurrent_moves(copy, keep)  # movers around LSTM/GRU on integer tensors
         fill_qdq(copy, int8_ops, keep)
 
     graph = OnnxGraph(model, rewrite=rewrite, fuse=lambda g: [fuse(g, keep) for fuse in FUSIONS])

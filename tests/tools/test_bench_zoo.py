@@ -38,3 +38,18 @@ def test_parity_is_the_worst_int8_output_and_skips_float_ones() -> None:
     assert bench.int8_parity(manifest) == 0.97
     del manifest["models"][0]["outputs_quantization"]["prob"]
     assert bench.int8_parity(manifest) is None  # every output float: no step to count
+
+
+def test_summary_counts_strictly_and_names_what_it_excepts() -> None:
+    bench = load_bench()
+    rows = [bench.Row("resnet18", built="yes", shipped="tflite"),
+            bench.Row("crnn", built="yes", shipped="tflite", float_kinds={"LSTM": 2}),
+            bench.Row("yolov8n", built="yes", shipped="tflite", moves={"Concat": 1}),
+            bench.Row("dbnet", built="yes", shipped="tflite", float_kinds={"Resize": 1}),
+            bench.Row("broken", built="InternalError")]
+    line = bench.summary(rows)
+    assert line.startswith("2/5 no float ops (recurrent cells excepted: crnn LSTM x2); "
+                           "1/5 with no float op at all; "), line
+    assert "3/5 if packed-output Concats kept float on purpose count as data moves " \
+           "(yolov8n Concat x1)" in line, line
+    assert line.endswith("4/5 ship an int8 .tflite; 4/5 built; 1 internal error(s)"), line

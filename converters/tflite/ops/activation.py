@@ -1,6 +1,6 @@
 """Relu, Clip, LeakyRelu, Sigmoid, Tanh, HardSwish (also HardSigmoid(x)*x as onnxruntime's
 pre-processing inlines it), HardSigmoid (int8 ADD + MUL alone, as in squeeze-excite). LOGISTIC and TANH have fixed int8 output scales in
-LiteRT: they write at that scale and requantize to the graph's scale if it differs."""
+LiteRT: when the graph's scale differs they run on int16 (one rounding, as onnxruntime's)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ def fused_code(ctx: ConversionContext, node: onnx.NodeProto) -> int | None:
 def _unary(ctx: ConversionContext, node: onnx.NodeProto, builtin: int, options=None,
            fixed: tuple[float, int] | None = None) -> None:
     x = ctx.input(node, 0)
+    if fixed is not None and ctx.quantized and _int16_detour(ctx, node, x, fixed):
+        return
     if fixed is not None and ctx.quantized:
         # the kernel insists on its own output scale; requantize afterwards if needed
         out = ctx.output(node, 0, x.perm, QParams.per_tensor(*fixed))
@@ -43,6 +45,29 @@ def _unary(ctx: ConversionContext, node: onnx.NodeProto, builtin: int, options=N
         out = ctx.output(node, 0, x.perm)
     ctx.emit(builtin, [x], [out], options)
     ctx.bind(node, 0, out)
+
+
+def _int16_detour(ctx: ConversionContext, node: onnx.NodeProto, x, fixed: tuple[float, int]
+                  ) -> bool:
+    """LOGISTIC/TANH whose graph scale is not the kernel's fixed int8 one, on int16.
+
+    At int8, the kernel rounds to its fixed 1/256 (1/128) grid and a QUANTIZE rounds again to
+    the graph's scale: two roundings, a step off onnxruntime's one on some elements, which a
+    recurrent cell compounds over time. On int16 the input moves exactly (``q - zp`` at the
+    same scale), the kernel's output grid is 1/32768, and the one QUANTIZE back to int8 is
+    the only rounding that matters. Not on 4-D feature maps (SiLU, squeeze-excite gates,
+    segmentation heads): XNNPACK runs the int8 form there and an int16 LOGISTIC would split
+    its partition, while one double rounding costs at most one step on that tensor."""
+    want = ctx.out_params(node)
+    if x.rank == 4 or x.is_const or x.qparams is None or x.qparams.dtype != "int8" or \
+            want is None or \
+            want.dtype != "int8" or want.same_as(QParams.per_tensor(*fixed)):
+        return False
+    x16 = ctx.requant(x, QParams.per_tensor(x.qparams.s, 0, "int16"))
+    out = ctx.output(node, 0, x.perm, QParams.per_tensor(1.0 / 32768.0, 0, "int16"))
+    ctx.emit(Op.LOGISTIC if node.op_type == "Sigmoid" else Op.TANH, [x16], [out])
+    ctx.bind(node, 0, out)
+    return True
 
 
 def convert_clip(ctx: ConversionContext, node: onnx.NodeProto) -> None:

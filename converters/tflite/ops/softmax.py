@@ -1,5 +1,6 @@
 """Softmax -> SOFTMAX on the last TFLite axis, written at LiteRT's fixed int8 output scale
-(1/256, zero point -128) and requantized to the graph's scale when that differs."""
+(1/256, zero point -128) when the graph's scale is that one; else on int16 (LiteRT's int16
+SOFTMAX, output 1/32768) and requantized once to the graph's scale."""
 
 from __future__ import annotations
 
@@ -22,6 +23,14 @@ def convert_softmax(ctx: ConversionContext, node: onnx.NodeProto) -> None:
         order = tuple(a for a in range(rank) if a != axis) + (axis,)
         x = ctx.to_layout(x, order)
     qp = QParams.per_tensor(*FIXED_SOFTMAX) if ctx.quantized else None
+    want = ctx.out_params(node) if ctx.quantized else None
+    if want is not None and want.dtype == "int8" and x.qparams.dtype == "int8" and \
+            not x.is_const and not want.same_as(qp):
+        # two roundings (the fixed 1/256 grid, then the graph's scale) put some elements a
+        # step off onnxruntime's one; on int16 the input moves exactly (q - zp at the same
+        # scale), the output grid is 1/32768, and the QUANTIZE back is the one rounding
+        x = ctx.requant(x, QParams.per_tensor(x.qparams.s, 0, "int16"))
+        qp = QParams.per_tensor(1.0 / 32768.0, 0, "int16")
     out = ctx.output(node, 0, x.perm, qp)
     opts = S.SoftmaxOptionsT()
     opts.beta = 1.0

@@ -7,11 +7,12 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from ai_edge_litert.schema_py_generated import TensorType
 from edgekit.converters.tflite import convert
 from torch import nn
 
 from . import nets
-from .helpers import litert, run_onnx
+from .helpers import litert, ops_of, run_onnx, tensor
 from .op_parity import build, check, digits
 
 SHAPE = (1, 8, 8)  # [batch, time, features]
@@ -37,11 +38,18 @@ def test_recurrent_cell_is_float_inside_int8_and_matches_onnx(tmp_path, kind, bi
     path = build(Recurrent(kind, bidirectional, layers), SHAPE, tmp_path)
     model = check(path, kind, float_ok=True)
     floats = {o["op_type"] for o in model.float_ops}
-    # only the cell and the shape ops on its float output; the linear layers are int8
-    assert floats <= {kind, "Transpose", "Reshape", "Squeeze"}, floats
+    # only the cells: the Transpose/Reshape/Squeeze on their outputs move integer bytes
+    # (recurrent_qdq.py), the linear layers are int8
+    assert floats == {kind}, model.float_ops
     assert sum(o["op_type"] == kind for o in model.float_ops) == layers
     assert model.outputs[0]["dtype"] == "int8"
     assert model.op_counts["FULLY_CONNECTED"] >= 2 and "LOGISTIC" in model.op_counts
+    # the DEQUANTIZE sits right before each cell and the QUANTIZE right after it
+    assert model.op_counts["DEQUANTIZE"] == layers and model.op_counts["QUANTIZE"] == layers
+    if layers == 2:  # between the cells the bytes are int16 at the |h| < 1 bound
+        kinds = {tensor(model.data, o.outputs[0]).type for name, o in ops_of(model.data)
+                 if name == "QUANTIZE"}
+        assert TensorType.INT16 in kinds, kinds
 
 
 @pytest.mark.parametrize("kind", ["GRU", "LSTM"])

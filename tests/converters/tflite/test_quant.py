@@ -1,5 +1,6 @@
 """Quantization rules LiteRT enforces: per-channel depthwise filters (quantized dimension 3),
-int32 biases at input x weight scale, fixed softmax/logistic output scales."""
+int32 biases at input x weight scale, fixed softmax/logistic output scales (softmax on int16
+when the graph wants another scale)."""
 
 from __future__ import annotations
 
@@ -59,12 +60,17 @@ def test_softmax_and_logistic_write_fixed_scales_then_requantize(qdq_models):
     assert within[0] >= 0.99
     ops = ops_of(model.data)
     names = [name for name, _ in ops]
-    for builtin in ("SOFTMAX", "LOGISTIC"):
-        (op,) = [op for name, op in ops if name == builtin]
-        out = tensor(model.data, op.outputs[0]).quantization
-        assert np.isclose(out.scale[0], 1 / 256) and out.zeroPoint[0] == -128
-    # onnxruntime's softmax output is uint8 scale 1/255: one int8 QUANTIZE after SOFTMAX
-    assert names[names.index("SOFTMAX") + 1] == "QUANTIZE"
+    # LOGISTIC on a 4-D map: the int8 kernel at its fixed 1/256 scale
+    (op,) = [op for name, op in ops if name == "LOGISTIC"]
+    out = tensor(model.data, op.outputs[0]).quantization
+    assert np.isclose(out.scale[0], 1 / 256) and out.zeroPoint[0] == -128
+    # onnxruntime's softmax output is uint8 scale 1/255, not the int8 kernel's 1/256: SOFTMAX
+    # runs on int16 (output 1/32768) between two QUANTIZEs, so it rounds once, as onnxruntime
+    (op,) = [op for name, op in ops if name == "SOFTMAX"]
+    out = tensor(model.data, op.outputs[0]).quantization
+    assert np.isclose(out.scale[0], 1 / 32768) and out.zeroPoint[0] == 0
+    at = names.index("SOFTMAX")
+    assert names[at - 1] == "QUANTIZE" and names[at + 1] == "QUANTIZE", names
     (info,) = model.outputs
     assert np.isclose(info["quantization"]["scale"], 1 / 255, rtol=1e-4)
     assert info["quantization"]["zero_point"] == -128
