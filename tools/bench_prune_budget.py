@@ -138,7 +138,7 @@ def run_budget(name: str, make: Any, example: Any, paths: tuple[Path, Path, Path
             print(f"  distillation ({mode}, {dist['samples']} samples + {dist['held_out']} "
                   f"held out, {', '.join(dist['augment']) or 'no augmentation'}): held-out loss "
                   f"{dist['loss_before']:.4f} -> {dist['loss_after']:.4f} in {dist['steps']} "
-                  f"steps, {dist.get('seconds', 0):.1f} s, stopped: {dist['stopped']}\n    curve {points}")
+                  f"steps (the best of them kept), stopped: {dist['stopped']}\n    curve {points}")
 
 
 def impossible(folder: Path) -> None:

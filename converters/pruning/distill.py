@@ -7,9 +7,9 @@ teach anything and the loss went *up* on EfficientNet-Lite0), else the calibrati
 * **Augmentation** (image inputs: 4-D with 1 or 3 channels): random resized crops (scale
   0.5-1, aspect 3/4-4/3) and horizontal flips on ``AUGMENTED`` of each batch's samples,
   the rest as they are; the teacher labels each batch, so a flip that changes the class is
-  still a correct target. Every sample augmented spent the student's capacity on inputs
-  the model never sees (a mirrored digit): the MobileNet-style digits net stayed 1.5 points
-  under the dense one.
+  still a correct target. The real half keeps the student matching the teacher where the
+  model is used; augmenting every sample spends the student's capacity on inputs it never
+  sees (a mirrored digit).
 * **Held-out early stopping**: ``HELD_OUT`` of the data is kept out; its loss is measured
   every ``steps // EVALS`` steps, the best weights are kept, and training stops after
   ``PATIENCE`` evaluations without improvement.
