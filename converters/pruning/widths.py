@@ -10,9 +10,9 @@ the redundant ones (issue 21: EfficientNet-Lite0 lost 23 top-1 points at 25%). H
    divided by the output variance. Zeroing a group's Conv/Linear/BatchNorm outputs is what
    removing those channels does to every reader, without rebuilding the model per trial.
    Every BatchNorm is re-estimated on ``BN_SAMPLES`` calibration inputs under each mask, as
-   the build does before distilling: with the dense statistics a thinned MobileNet-style
-   group's error said far more than what the recovered model loses, so the plan avoided
-   the wrong groups.
+   the build does before distilling: on the MobileNet-style digits net at uniform 0.28's
+   latency, the plan from dense statistics kept 82.3% top-1 after BatchNorm re-estimation,
+   the plan from re-estimated ones 91.5% (dense 99.5%).
 2. **Latency share**: the dense model's int8 estimate on the target
    (``converters.estimate``), op by op; an op belongs to the module its ONNX node is named
    after, and a Conv/Linear's seconds scale with the kept share of every group whose
