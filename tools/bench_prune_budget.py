@@ -13,11 +13,16 @@ exit 3 through the CLI.
 
     python tools/bench_prune_budget.py                 # all four, then the impossible budget
     python tools/bench_prune_budget.py --models onet,mobilenet --distill-time 60
+    python tools/bench_prune_budget.py --models mobilenet --distill-steps 600  # reproducible
+
+``--distill-steps`` fixes the step count (the build's ``finetune_steps``; ``--distill-time``
+then only caps it), so that a loaded machine trains as much as an idle one, only slower.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -27,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+DEFAULT_TIME = 30.0
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools"))
@@ -85,7 +91,7 @@ def dense_estimate_ms(module: Any, example: Any, folder: Path) -> float:
 
 
 def run_budget(name: str, make: Any, example: Any, paths: tuple[Path, Path, Path],
-               folder: Path, distill_time: float) -> None:
+               folder: Path, distill_time: float | None, distill_steps: int | None = None) -> None:
     from edgekit.converters import build
 
     from edgekit.errors import BudgetError
@@ -104,7 +110,7 @@ def run_budget(name: str, make: Any, example: Any, paths: tuple[Path, Path, Path
                            output=folder / f"{mode}.edgekit", formats=["onnx"], method="minmax",
                            budgets={"latency_ms": budget, "accuracy_drop": 1.0}, quiet=True,
                            prune_widths=mode, distill_data=str(paths[1]),
-                           distill_time=distill_time)
+                           distill_time=distill_time, finetune_steps=distill_steps)
         except BudgetError as exc:
             print(f"{mode:>12} {3:>5} {'-':>6} {'-':>11} {'-':>12} {'-':>13} {'-':>7} {'-':>9} "
                   f"{time.perf_counter() - started:>8.1f}\n             {str(exc)[:400]}")
@@ -132,7 +138,7 @@ def run_budget(name: str, make: Any, example: Any, paths: tuple[Path, Path, Path
             print(f"  distillation ({mode}, {dist['samples']} samples + {dist['held_out']} "
                   f"held out, {', '.join(dist['augment']) or 'no augmentation'}): held-out loss "
                   f"{dist['loss_before']:.4f} -> {dist['loss_after']:.4f} in {dist['steps']} "
-                  f"steps, {dist.get('seconds', 0):.1f} s, stopped: {dist['stopped']}\n    curve {points}")
+                  f"steps (the best of them kept), stopped: {dist['stopped']}\n    curve {points}")
 
 
 def impossible(folder: Path) -> None:
@@ -157,9 +163,16 @@ def impossible(folder: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="digits,mnist,onet,mobilenet")
-    ap.add_argument("--distill-time", type=float, default=30.0)
+    ap.add_argument("--distill-time", type=float, default=None,
+                    help=f"distillation seconds (default {DEFAULT_TIME:g} without --distill-steps)")
+    ap.add_argument("--distill-steps", type=int, default=None,
+                    help="distillation steps (then --distill-time is only a cap)")
     ap.add_argument("--skip-impossible", action="store_true")
     args = ap.parse_args()
+    print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}, "
+          f"{os.cpu_count()} CPUs, torch threads {__import__('torch').get_num_threads()}")
+    if args.distill_steps is None and args.distill_time is None:
+        args.distill_time = DEFAULT_TIME
     import torch
     from bench_prune import digits_module
 
@@ -172,13 +185,14 @@ def main() -> int:
             sub = folder / "digits"
             sub.mkdir()
             run_budget("digits CNN (trained here, examples/raspberrypi)", digits_module,
-                       torch.zeros(1, 1, 8, 8), digits_split(sub), sub, args.distill_time)
+                       torch.zeros(1, 1, 8, 8), digits_split(sub), sub, args.distill_time,
+                       args.distill_steps)
         if "mnist" in wanted:
             sub = folder / "mnist"
             sub.mkdir()
             run_budget("MNIST CNN (digit-recognizer-py's trained weights)", mnist_cnn,
                        torch.zeros(1, 1, 28, 28), digits_split(sub, mnist_like), sub,
-                       args.distill_time)
+                       args.distill_time, args.distill_steps)
         if "onet" in wanted:
             from face_crops import face_crops, mtcnn_onet
 
@@ -186,7 +200,8 @@ def main() -> int:
             sub.mkdir()
             run_budget("MTCNN ONet (facenet-pytorch's trained weights; 48x48 LFW faces vs "
                        "non-face photo windows)", mtcnn_onet, torch.zeros(1, 3, 48, 48),
-                       saved_split(sub, *face_crops()), sub, args.distill_time)
+                       saved_split(sub, *face_crops()), sub, args.distill_time,
+                       args.distill_steps)
         if "mobilenet" in wanted:
             import train_ptq_nets
 
@@ -195,7 +210,7 @@ def main() -> int:
             run_budget("MobileNetV2-style (tools/train_ptq_nets.py: trained here on real digits "
                        "at 32x32; 797 held out)", lambda: train_ptq_nets.trained("mobilenet"),
                        torch.zeros(1, 1, 32, 32), saved_split(sub, *train_ptq_nets.digits_32()),
-                       sub, args.distill_time)
+                       sub, args.distill_time, args.distill_steps)
         if not args.skip_impossible:
             impossible(folder)
     return 0

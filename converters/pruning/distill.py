@@ -5,8 +5,11 @@ user's ``--distill-data`` when given (issue 21: 32 calibration samples are too f
 teach anything and the loss went *up* on EfficientNet-Lite0), else the calibration inputs.
 
 * **Augmentation** (image inputs: 4-D with 1 or 3 channels): random resized crops (scale
-  0.5-1, aspect 3/4-4/3) and horizontal flips; the teacher labels each augmented batch,
-  so a flip that changes the class is still a correct target.
+  0.5-1, aspect 3/4-4/3) and horizontal flips on ``AUGMENTED`` of each batch's samples,
+  the rest as they are; the teacher labels each batch, so a flip that changes the class is
+  still a correct target. The real half keeps the student matching the teacher where the
+  model is used; augmenting every sample spends the student's capacity on inputs it never
+  sees (a mirrored digit).
 * **Held-out early stopping**: ``HELD_OUT`` of the data is kept out; its loss is measured
   every ``steps // EVALS`` steps, the best weights are kept, and training stops after
   ``PATIENCE`` evaluations without improvement.
@@ -30,6 +33,7 @@ from typing import Any
 import numpy as np
 
 BATCH = 32
+AUGMENTED = 0.5  # share of each batch's image samples augmented; the rest stay real inputs
 LEARNING_RATE = 3e-3  # with cosine decay; 1e-3 needed twice the steps on digits
 HELD_OUT = 0.15
 MIN_HELD_OUT = 8  # fewer samples: the held-out loss is the training data's own
@@ -113,8 +117,9 @@ def image_axis(array: np.ndarray) -> int | None:
     return None
 
 
-def augment_images(batch: Any, channel_axis: int, gen: Any) -> Any:
-    """Random resized crop (scale 0.5-1, aspect 3/4-4/3) and horizontal flip, per sample."""
+def augment_images(batch: Any, channel_axis: int, gen: Any, share: float = 1.0) -> Any:
+    """Random resized crop (scale 0.5-1, aspect 3/4-4/3) and horizontal flip on a random
+    ``share`` of the samples."""
     import torch
     from torch.nn import functional as F
 
@@ -122,6 +127,9 @@ def augment_images(batch: Any, channel_axis: int, gen: Any) -> Any:
     height, width = x.shape[2], x.shape[3]
     out = []
     for sample in x:
+        if float(torch.rand(1, generator=gen)) >= share:
+            out.append(sample[None])
+            continue
         area = height * width * float(torch.empty(1).uniform_(0.5, 1.0, generator=gen))
         aspect = math.exp(float(torch.empty(1).uniform_(math.log(3 / 4), math.log(4 / 3),
                                                         generator=gen)))
@@ -178,7 +186,8 @@ def distill(student: Any, teacher: Any, inputs: list[np.ndarray], steps: int,
     held = [t[held_idx] for t in tensors]
     axes = [image_axis(a) if augment else None for a in inputs]
     report.samples, report.held_out = len(train_idx), n_held
-    report.augment = ["random resized crop", "horizontal flip"] if any(
+    report.augment = ["random resized crop", "horizontal flip",
+                      f"on {AUGMENTED:.0%} of samples"] if any(
         a is not None for a in axes) else []
     gen = torch.Generator().manual_seed(seed)
     start = time.perf_counter()
@@ -227,7 +236,7 @@ def distill(student: Any, teacher: Any, inputs: list[np.ndarray], steps: int,
                                     generator=gen)
                 batch = [t[idx] for t in train]
                 if report.augment:
-                    batch = [augment_images(b, ax, gen) if ax is not None else b
+                    batch = [augment_images(b, ax, gen, AUGMENTED) if ax is not None else b
                              for b, ax in zip(batch, axes, strict=True)]
                     with torch.no_grad():
                         targets = _leaves(teacher(*batch))

@@ -9,6 +9,10 @@ the redundant ones (issue 21: EfficientNet-Lite0 lost 23 top-1 points at 25%). H
    dense model's outputs are compared on calibration samples: the error is the output MSE
    divided by the output variance. Zeroing a group's Conv/Linear/BatchNorm outputs is what
    removing those channels does to every reader, without rebuilding the model per trial.
+   Every BatchNorm is re-estimated on ``BN_SAMPLES`` calibration inputs under each mask, as
+   the build does before distilling: on the MobileNet-style digits net at uniform 0.28's
+   latency, the plan from dense statistics kept 82.3% top-1 after BatchNorm re-estimation,
+   the plan from re-estimated ones 91.5% (dense 99.5%).
 2. **Latency share**: the dense model's int8 estimate on the target
    (``converters.estimate``), op by op; an op belongs to the module its ONNX node is named
    after, and a Conv/Linear's seconds scale with the kept share of every group whose
@@ -21,8 +25,10 @@ the redundant ones (issue 21: EfficientNet-Lite0 lost 23 top-1 points at 25%). H
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +41,7 @@ FRACTIONS = (0.125, 0.25, 0.375, 0.5, 0.625, 0.75)  # candidate shares removed p
 MEASURED = (0.25, 0.5, 0.75)  # shares whose error is measured; widths between interpolate
 PROTECT_PENALTY = 4.0
 SAMPLES = 32  # calibration samples scoring each trial (one thread: 0.2 s for MobileNetV2-0.5)
+BN_SAMPLES = 128  # calibration samples BatchNorm statistics are re-estimated on per trial
 MIN_ERROR_STEP = 1e-6  # a step measured as free still costs something: ties go to latency
 
 
@@ -242,6 +249,7 @@ def _measure(model: Any, args: tuple[Any, ...], inputs: list[np.ndarray], profil
     seconds, total = op_seconds_by_module(model, args, profile)
     data = [torch.from_numpy(np.ascontiguousarray(a[:samples])) for a in inputs]
     dense = _outputs(model, data)
+    norm_data = [np.ascontiguousarray(a[:BN_SAMPLES]) for a in inputs]
     importance = tp.importance.MagnitudeImportance(p=2)
     groups: list[Group] = []
     ignored = output_layers(graph) + _grouped(graph)
@@ -262,7 +270,8 @@ def _measure(model: Any, args: tuple[Any, ...], inputs: list[np.ndarray], profil
                             - {group.channels}):
             handles = _mask_hooks(tp_group, ranking[: group.channels - width])
             try:
-                group.errors[width] = output_error(_outputs(model, data), dense)
+                with _batchnorm_reestimated(model, norm_data):
+                    group.errors[width] = output_error(_outputs(model, data), dense)
             finally:
                 for handle in handles:
                     handle.remove()
@@ -271,6 +280,25 @@ def _measure(model: Any, args: tuple[Any, ...], inputs: list[np.ndarray], profil
         groups.append(group)
     _protect(groups)
     return groups, total
+
+
+@contextlib.contextmanager
+def _batchnorm_reestimated(model: Any, inputs: list[np.ndarray]) -> Iterator[None]:
+    """BatchNorm statistics recomputed on ``inputs`` inside, the dense ones restored after."""
+    from torch import nn
+
+    from .recover import reestimate_batchnorm
+
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    saved = [{k: v.clone() for k, v in m.state_dict().items()} for m in norms]
+    try:
+        if norms and len(inputs[0]):
+            reestimate_batchnorm(model, inputs)
+        yield
+    finally:
+        for norm, state in zip(norms, saved, strict=True):
+            norm.load_state_dict(state)
+        model.eval()
 
 
 def _protect(groups: list[Group]) -> None:
