@@ -46,19 +46,6 @@ def ladder(profile: Any) -> tuple[str, ...]:
     return tuple(r for r in LADDER if r != "fp16" or profile.cpu.fp16)
 
 
-def rungs_for(plan: list[Any], rungs: tuple[str, ...]) -> list[str]:
-    """The rungs above int8 worth a rebuild for ``plan``: int16 only helps when an activation
-    is among its tensors and one of its nodes has a 16x8 kernel (weights stay int8 there)."""
-    from ..stages.precision import INT16_OPS
-
-    out = []
-    for rung in rungs[1:]:
-        if rung == "int16" and not any(s.kind == "activation" and s.ops & INT16_OPS for s in plan):
-            continue
-        out.append(rung)
-    return out
-
-
 @dataclass
 class Attempt:
     float_tensors: list[str]  # the tensors moved up the ladder (named so since the float-only guard)
@@ -141,7 +128,7 @@ class Progress:
 def run_guard(ctx: BuildContext, method: str, qdq_path: Path, budget: float,
               evaluate: Callable[[Path], TaskScore]) -> GuardOutcome:
     """Keep the most sensitive tensors float until ``evaluate(path).drop <= budget``."""
-    from .guard import nodes_of, sensitivity, steps
+    from .guard import nodes_of, rungs_for, sensitivity, steps
 
     config = ctx.config
     started = time.monotonic()

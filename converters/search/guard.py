@@ -302,19 +302,30 @@ def nodes_of(plan: list[Sensitivity]) -> list[str]:
     return sorted({n for item in plan for n in item.nodes})
 
 
+def rungs_for(plan: list[Any], rungs: tuple[str, ...]) -> list[str]:
+    """The rungs above int8 worth a rebuild for ``plan``: int16 only helps when an activation
+    is among its tensors and one of its nodes has a 16x8 kernel (weights stay int8 there)."""
+    from ..stages.precision import INT16_OPS
+
+    out = []
+    for rung in rungs[1:]:
+        if rung == "int16" and not any(s.kind == "activation" and s.ops & INT16_OPS for s in plan):
+            continue
+        out.append(rung)
+    return out
+
+
 def guard(ranking: list[Sensitivity], attempt: Callable[[list[Sensitivity], str], Any],
           met: Callable[[Any], bool], give_up: Callable[[Any], bool],
           max_steps: int = MAX_STEPS, rungs: tuple[str, ...] = ("int8", "float")) -> GuardResult:
     """Move more sensitive tensors up the precision ladder, one more at a time, until
     ``met(attempt(plan, rung))``. At each plan the rungs above int8 that it can use
-    (``autoguard.rungs_for``: int16 for activations of 16x8 ops, fp16 where ``rungs`` has it,
+    (``rungs_for``: int16 for activations of 16x8 ops, fp16 where ``rungs`` has it,
     then float) are tried cheapest first, as the plain build's guard does.
 
     ``attempt`` rebuilds with ``nodes_of(plan)`` at ``rung`` and returns its result; ``give_up``
     stops early (another budget broke, so wider layers can only make it worse).
     """
-    from .autoguard import rungs_for
-
     history: list[dict[str, Any]] = []
     last: list[Sensitivity] = []
     for plan in steps(ranking, max_steps):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 from edgekit.converters import build
-from edgekit.converters.search.autoguard import ladder, rungs_for
-from edgekit.converters.search.guard import Sensitivity
+from edgekit.converters.search.autoguard import ladder
+from edgekit.converters.search.guard import Sensitivity, rungs_for
 from edgekit.targets import load_profile
 
 from edgekit import load
