@@ -164,6 +164,9 @@ def _num(value: float) -> str:
 
 # ------------------------------------------------------------------------ figures
 
+THREAD_BUDGETS = ("latency_ms", "power_w")  # the budgets a thread count moves
+
+
 def sustained_power(profile: Any, threads: int, latency_s: float, rate_hz: float) -> float:
     """Board watts serving ``rate_hz`` inferences/s: busy cores draw only while running."""
     from ..estimate import power_w
@@ -173,14 +176,34 @@ def sustained_power(profile: Any, threads: int, latency_s: float, rate_hz: float
     return idle + (power_w(profile, threads) - idle) * duty
 
 
-def hardware_figures(est: Any, profile: Any, rate_hz: float) -> dict[str, float]:
-    """RAM, latency, power and energy of the int8 variant of an ``Estimate``."""
-    threads = profile.threads if profile.threads in est.threads else est.threads[-1]
+def hardware_figures(est: Any, profile: Any, rate_hz: float,
+                     limits: dict[str, float] | None = None) -> dict[str, float]:
+    """RAM, latency, power and energy of the int8 variant of an ``Estimate``, and the thread
+    count they hold at (``threads``).
+
+    At the profile's thread count; when that misses the latency or power limit and ``limits``
+    is given, at the estimated thread count that meets both with the least power (the cheap
+    lever, tried before pruning: fewer busy cores draw less, more cores finish sooner; on a
+    tiny model one thread can be the faster, its pool costing more than it splits). When no
+    thread count meets both, the profile's count stands."""
+    default = profile.threads if profile.threads in est.threads else est.threads[-1]
     variant = est.variants["int8"]
-    latency = variant.latency_s[threads]
-    return {"ram_mb": variant.ram_bytes / MB, "latency_ms": latency * 1e3,
-            "power_w": sustained_power(profile, threads, latency, rate_hz),
-            "energy_mj": variant.energy_j[threads] * 1e3}
+
+    def at(threads: int) -> dict[str, float]:
+        latency = variant.latency_s[threads]
+        return {"ram_mb": variant.ram_bytes / MB, "latency_ms": latency * 1e3,
+                "power_w": sustained_power(profile, threads, latency, rate_hz),
+                "energy_mj": variant.energy_j[threads] * 1e3, "threads": threads}
+
+    def meets(figures: dict[str, float]) -> bool:
+        return all(figures[k] <= limits[k] * (1 + 1e-9) + 1e-12  # type: ignore[index]
+                   for k in THREAD_BUDGETS if limits and k in limits)
+
+    first = at(default)
+    if limits is None or meets(first):
+        return first
+    fitting = [f for f in (at(t) for t in est.threads) if meets(f)]
+    return min(fitting, key=lambda f: (f["power_w"], f["latency_ms"])) if fitting else first
 
 
 def accuracy_figures(reference: np.ndarray, candidate: np.ndarray,

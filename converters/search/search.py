@@ -129,8 +129,10 @@ class Search:
             return {}
         from ..estimate import estimate
 
-        est = estimate(str(path), self.base.profile)
-        return B.hardware_figures(est, self.base.profile, self.budgets.rate_hz)
+        profile = self.base.profile
+        # every thread count up to the profile's: the search tries threads before pruning
+        est = estimate(str(path), profile, threads=list(range(1, profile.threads + 1)))
+        return B.hardware_figures(est, profile, self.budgets.rate_hz, self.budgets.limits)
 
     # ------------------------------------------------------------------ run
     def run(self) -> None:

@@ -8,11 +8,13 @@ from typing import Any
 from .budgets import BUDGETS, Budgets
 
 COLUMNS = [("storage_mb", "storage MB"), ("ram_mb", "RAM MB"), ("latency_ms", "latency ms"),
-           ("power_w", "power W"), ("accuracy_drop", "acc drop")]
+           ("power_w", "power W"), ("threads", "threads"), ("accuracy_drop", "acc drop")]
 STORAGE_NOTE = ("storage of candidates is estimated as the int8 ONNX model deflated (zip level 9) "
                 "once per format, plus test vectors and 8 kB of manifest; the winner's figure is "
                 "the written artifact")
-POWER_NOTE = ("power: idle + (power at the profile's threads - idle) x min(1, rate_hz x latency)")
+POWER_NOTE = ("power: idle + (power at the candidate's threads - idle) x min(1, rate_hz x "
+              "latency); threads: the profile's, or the count that meets latency and power with "
+              "the least power when the profile's misses them")
 
 
 def _cell(value: Any) -> str:

@@ -83,3 +83,31 @@ def test_storage_estimate_sees_zeros_compress():
     assert B.storage_estimate(sparse.tobytes()) < 0.8 * B.storage_estimate(dense.tobytes())
     two = B.storage_estimate(dense.tobytes(), copies=2)
     assert two == pytest.approx(2 * B.storage_estimate(dense.tobytes()) - B.MANIFEST_BYTES / B.MB)
+
+
+def test_a_thread_count_that_meets_latency_and_power_is_chosen_before_pruning():
+    from edgekit.converters.estimate import estimate
+
+    from ..conftest import DIGITS_ONNX
+
+    profile = load_profile("rpi4")
+    est = estimate(str(DIGITS_ONNX), profile, threads=[1, 2, 3, 4])
+    default = B.hardware_figures(est, profile, 100.0)
+    assert default["threads"] == profile.threads == 4
+    # a power limit the 4-thread figure misses but a thread count at least as fast as it
+    # meets: the least-power count that still meets latency is taken
+    by_threads = {}
+    for t in [1, 2, 3, 4]:
+        latency = est.variants["int8"].latency_s[t]
+        by_threads[t] = (B.sustained_power(profile, t, latency, 100.0), latency * 1e3)
+    power_cap = min(p for p, _ in by_threads.values()) * 1.0001
+    assert power_cap < default["power_w"]  # the profile's count misses it
+    limits = {"latency_ms": 1e9, "power_w": power_cap}
+    chosen = B.hardware_figures(est, profile, 100.0, limits)
+    assert chosen["power_w"] <= power_cap and chosen["threads"] != 4
+    assert chosen["latency_ms"] == pytest.approx(by_threads[chosen["threads"]][1])
+    # nothing meets both: the profile's count stands (and its miss is what the table shows)
+    none = B.hardware_figures(est, profile, 100.0, {"latency_ms": 1e-9, "power_w": power_cap})
+    assert none == default
+    # the profile's count meets both: it stands, whatever another count would save
+    assert B.hardware_figures(est, profile, 100.0, {"latency_ms": 1e9, "power_w": 1e9}) == default
