@@ -169,9 +169,13 @@ class ThreadTuner:
             # an offline probe (back-to-back runs), over its whole span
             # after a sharing re-tune, the level that triggered it (steady for ``strikes``
             # checks; the exploration's own windows read lower and re-triggered)
-            live_shared = (self._shared_now if reason.startswith("shared") else
-                           sharing.shared_threads(self.session, self.session.recorder.window(
-                               mark)) if mode == "live" else None)
+            if reason.startswith("shared"):
+                live_shared = self._shared_now
+            elif mode == "live":
+                live_shared = sharing.shared_threads(self.session,
+                                                     self.session.recorder.window(mark))
+            else:
+                live_shared = None
             self._tuned_shared = (live_shared if live_shared is not None else
                                   sharing.shared_during(self.session, began, time.perf_counter()))
             self._shared_strikes = 0

@@ -196,7 +196,7 @@ def hardware_figures(est: Any, profile: Any, rate_hz: float,
                 "energy_mj": variant.energy_j[threads] * 1e3, "threads": threads}
 
     def meets(figures: dict[str, float]) -> bool:
-        return all(figures[k] <= limits[k] * (1 + 1e-9) + 1e-12  # type: ignore[index]
+        return all(Check(k, limits[k], figures[k]).ok  # type: ignore[index]
                    for k in THREAD_BUDGETS if limits and k in limits)
 
     first = at(default)
