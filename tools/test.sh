@@ -43,6 +43,10 @@ status=$?
 if [ "$status" = 0 ]; then
   python -m pytest --durations=5 "$ray_tests" "$@"
   status=$?
+  if [ "$status" != 0 ]; then
+    # a Ray driver that aborts says why only in its own log (a CI run died silently that way)
+    grep -h -B2 -A8 -E "Check failed|FATAL" /tmp/ray/session_latest/logs/python-core-driver-*.log 2>/dev/null | tail -40 >&2 || true
+  fi
 fi
 set -e
 if [ "$status" = 5 ]; then

@@ -31,7 +31,8 @@ class Executor(Protocol):
         """Results one by one in the items' order, for a caller that may stop early (the
         search stops at the first candidate that fits): closing the iterator drops the
         pieces not yet taken. ``local`` computes each piece only when it is asked for;
-        ``ray`` starts them all at once and cancels the ones left on close."""
+        ``ray`` keeps one task per worker (and one more) running ahead; on close those finish
+        unwatched and no more start."""
         ...
 
     def close(self) -> None: ...

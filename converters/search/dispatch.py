@@ -4,9 +4,9 @@ A candidate is the stages left after the search's cached prefix (``calibrate`` a
 ``quantize`` of one pruning ratio and calibration method) and the validation run of the model
 they make. With ``--executor local`` each runs in this process through the ``PrefixCache``,
 only when the search asks for the next one: exactly the build before executors. On Ray every
-candidate of one batch (the calibration methods of one ratio) is a task, all started at
-once; the search still takes them in order and stops at the first that fits with margin
-(the tasks left are cancelled), so its choices, table and artifact are the local ones.
+candidate of one batch (the calibration methods of one ratio) is a task, one per worker
+running ahead; the search still takes them in order and stops at the first that fits with
+margin (the tasks already started finish unwatched, no more start), so its choices, table and artifact are the local ones.
 
 A task receives the prefix's context with its files as bytes (a worker on another node
 needs no shared folder) and works in its own temporary folder; it sends back each stage's
@@ -216,4 +216,4 @@ def candidate_builds(cache: PrefixCache, until: str,
         for (configs, _), result in zip(each, results, strict=True):
             yield _land(result, cache, key, prefix, stages, configs), result.outputs
     finally:
-        results.close()  # type: ignore[attr-defined]  # a generator: cancels what is left
+        results.close()  # type: ignore[attr-defined]  # a generator: starts no more tasks

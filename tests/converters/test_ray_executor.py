@@ -68,8 +68,12 @@ def _refuse_three(item: int) -> int:
 
 
 def test_a_task_error_comes_back_with_its_own_type(cluster):
-    with pytest.raises(Refused, match="item 3 refused"):
-        cluster.map(_refuse_three, list(range(6)), label="refusing", quiet=True)
+    # repeated: a map that stops at an error leaves its running tasks to finish unwatched,
+    # never cancelled (ray.cancel raced a reply and aborted the driver in CI, Ray 2.60)
+    for _ in range(5):
+        with pytest.raises(Refused, match="item 3 refused"):
+            cluster.map(_refuse_three, list(range(6)), label="refusing", quiet=True)
+    assert cluster.map(_refuse_three, [0, 1, 2], label="refusing", quiet=True) == [0, 1, 2]
 
 
 def test_local_imap_builds_only_what_is_taken():
@@ -95,7 +99,7 @@ def _square(item: int) -> int:
 def test_ray_imap_gives_results_in_order_and_closes_early(cluster):
     results = cluster.imap(_square, list(range(6)), label="squares", quiet=True)
     assert [next(results), next(results), next(results)] == [0, 1, 4]
-    results.close()  # the three left are cancelled; the cluster takes more work after
+    results.close()  # no more start; the cluster takes more work after
     assert list(cluster.imap(_square, [7, 8], label="squares", quiet=True)) == [49, 64]
 
 
