@@ -3,8 +3,9 @@
     python tools/perturb_weight.py IN.edgekit OUT.edgekit [--format tflite|onnx]
 
 Checks that verification keeps its teeth (issue 16): one int8 weight changes sign. Candidates
-are the largest-magnitude weights of the layer nearest the outputs, then of the first layer;
-the first whose change the host can see on the artifact's own test vectors is kept (a weight
+are the largest-magnitude weights of the layer nearest the outputs, then of the first layer,
+then of every other layer, then a sweep over each layer's channels (``CANDIDATES``); the first
+whose change the host can see on the artifact's own test vectors is kept (a weight
 whose input is zero on every test vector, e.g. behind a dead ReLU, changes nothing any check
 could see: flipping the single largest one of the last layer was caught in 16 of 24 zoo
 artifacts for that reason). The artifact still loads (its members are re-hashed); only the
@@ -28,11 +29,15 @@ WEIGHTED_ONNX = {"Conv", "ConvTranspose", "Gemm", "MatMul"}
 
 
 # (layer, rank): the last weighted layer's largest weights first, then the first layer's, then
-# every other layer's three largest from the outputs back: silero_like_vad's one-channel
-# output conv and its fixed Fourier-basis first conv showed no single flip among their 12
-# (a sigmoid over one weight of 128), its LSTM gates' weights do.
+# every other layer's three largest from the outputs back, then a sweep of each layer's ranks
+# 3..511 by 8 (with per-channel scales every channel's largest is +-127, so those ranks walk
+# over channels). silero_like_vad needed the sweep: flipping any of the first 33 moved its
+# state by at most one step (its sigmoid gates saturate; one weight of 128 behind a sigmoid);
+# rank 284 of its LSTM's input weights, a tanh-gate row, moved it 15 steps.
 CANDIDATES = ([(layer, rank) for layer in (-1, 0) for rank in range(6)]
-              + [(-back, rank) for back in range(2, 65) for rank in range(3)])
+              + [(-back, rank) for back in range(2, 65) for rank in range(3)]
+              + [(-back, rank) for back in range(1, 65) for rank in range(3, 512, 8)])
+MAX_TRIES = 600  # a model no flip can move is reported after this many, not after hours
 
 
 def flip(values: np.ndarray, rank: int = 0) -> tuple[np.ndarray, int]:
@@ -109,6 +114,26 @@ def _host_sees(dst: str | Path, fmt: str) -> bool:
     return not all(f.passed for f in report.formats if f.format == fmt)
 
 
+def _first_visible(artifact: Artifact, dst: str | Path, members: dict[str, bytes], path: str,
+                   fmt: str) -> str | None:
+    """Flip candidates in order into ``members[path]`` until the host's verify sees one."""
+    change = perturb_tflite if fmt == "tflite" else perturb_onnx
+    original, tried = members[path], 0
+    for layer, rank in CANDIDATES:
+        try:
+            members[path], what = change(original, layer, rank)
+        except IndexError:  # fewer weighted layers than this candidate reaches back
+            continue
+        tried += 1
+        _write(artifact, dst, members)
+        if _host_sees(dst, fmt):
+            return f"{what} (candidate {tried})"
+        if tried == MAX_TRIES:
+            break
+    members[path] = original
+    return None
+
+
 def perturb_artifact(src: str | Path, dst: str | Path, fmt: str | None = None) -> list[str]:
     """Write ``dst``: ``src`` with one weight flipped in each model (or in ``fmt`` only), the
     first candidate whose change the host's verify sees; ``ValueError`` if none does."""
@@ -120,20 +145,11 @@ def perturb_artifact(src: str | Path, dst: str | Path, fmt: str | None = None) -
     for entry in artifact.spec.models:
         if fmt and entry.format != fmt:
             continue
-        change = perturb_tflite if entry.format == "tflite" else perturb_onnx
-        original = members[entry.path]
-        for tried, (layer, rank) in enumerate(CANDIDATES, 1):
-            try:
-                members[entry.path], what = change(original, layer, rank)
-            except IndexError:  # fewer weighted layers than this candidate reaches back
-                break
-            _write(artifact, dst, members)
-            if _host_sees(dst, entry.format):
-                done.append(f"{what} (candidate {tried} of {len(CANDIDATES)})")
-                break
-        else:
+        what = _first_visible(artifact, dst, members, entry.path, entry.format)
+        if what is None:
             raise ValueError(f"no single flipped weight of the {entry.format} model changes its "
-                             f"test-vector outputs beyond the tolerance ({tried} tried)")
+                             f"test-vector outputs beyond the tolerance (up to {MAX_TRIES} tried)")
+        done.append(what)
     _write(artifact, dst, members)
     return done
 

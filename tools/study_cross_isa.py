@@ -282,9 +282,25 @@ def verdicts(original: object, flipped: object | None) -> dict[str, str]:
     return found
 
 
-def verify_rows(name: str, depth: int, target: str, checks: dict[str, str], why: str
-                ) -> list[Row]:
-    return [Row(name, depth, fmt, CPUS[target], verify=verdict,
+def vector_distributions(result: object) -> dict[str, dict[str, float]]:
+    """format -> the worst output's host-vs-emulated step distribution on the artifact's own
+    test vectors (their expected outputs are the host's), as the emulated verify measured it."""
+    report = result.guest.get("report") or {}  # type: ignore[attr-defined]
+    worst: dict[str, dict[str, float]] = {}
+    for f in report.get("formats", []):
+        for dist in (f.get("distribution") or {}).values():
+            now = worst.get(f["format"])
+            if now is None or (dist["within_1"], -dist["max"]) < (now["within_1"], -now["max"]):
+                worst[f["format"]] = dist
+    return worst
+
+
+def verify_rows(name: str, depth: int, target: str, checks: dict[str, str], why: str,
+                dists: dict[str, dict[str, float]] | None = None) -> list[Row]:
+    """Rows of verifications only; with ``dists`` (a model whose samples are not on axis 0),
+    the distribution columns come from its test vectors."""
+    dists = dists or {}
+    return [Row(name, depth, fmt, CPUS[target], verify=verdict, dist=dists.get(fmt, {}),
                 note=f"verify/flipped {verdict} ({why})") for fmt, verdict in checks.items()]
 
 
@@ -316,7 +332,9 @@ def sweep(builds: dict[str, dict[str, Built]], targets: list[str], args: argpars
                 rows += compare(model, target, next(emulated), checks.get(model.name, {}))
             else:
                 rows += verify_rows(model.name, model.depth, target, checks.get(model.name, {}),
-                                    "outputs not compared: a batch axis other than 0")
+                                    "a batch axis other than 0: its test vectors only",
+                                    vector_distributions(found[model.path]) if args.verify
+                                    else None)
         for name, _, _ in checked[len(models):]:
             rows += verify_rows(name, 0, target, checks[name], "committed")
         print(f"[{target}: {len(paths)} verifications, {len(models)} output runs in "
