@@ -110,7 +110,10 @@ class Model:
         # one store: a concurrent predict sees the old tuple or the new one, never a mix
         native = backend.native_call
         call, names, options = native if native is not None else (backend.run, None, None)
-        self._fast = (self._fast_shapes, self._checks_finite, self._fast_name, call, names,
+        # a backend whose input write finds NaN/inf anyway (LiteRT's int8 inputs) refuses
+        # them there: predict's own check would read the input once more
+        check = self._checks_finite and not backend.refuse_nonfinite(self._checks_finite)
+        self._fast = (self._fast_shapes, check, self._fast_name, call, names,
                       options, backend.options.threads)
 
     @property

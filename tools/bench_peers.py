@@ -84,10 +84,10 @@ def efficientnet_lite_like(num_classes: int = 1000, seed: int = 0) -> Any:
     layers += [conv(cin, 1280), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                nn.Linear(1280, num_classes)]
     net = nn.Sequential(*layers).eval()
-    import zoo
+    from zoo.common import randomize_bn
 
-    gen = torch.Generator().manual_seed(seed)
-    zoo._randomize_bn(net, gen)  # noqa: SLF001 - realistic BN statistics for random weights
+    # realistic BatchNorm statistics for random weights
+    randomize_bn(net, torch.Generator().manual_seed(seed))
     return net
 
 

@@ -108,6 +108,11 @@ class Backend(ABC):
         """Run one batch. ``feeds`` are validated arrays in the manifest's dtype and layout;
         the result lists outputs in manifest order, as float arrays."""
 
+    def refuse_nonfinite(self, refuse: bool) -> bool:
+        """Have the backend's own input path refuse NaN/inf (``InputError``) where it finds
+        them anyway; True when it does so for every input, so the caller's check can go."""
+        return False
+
     def close(self) -> None:
         """Release native resources; from now on ``run`` raises ``ModelClosedError`` (the
         same on every runtime). Subclasses free their session, then call this."""

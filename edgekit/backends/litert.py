@@ -94,8 +94,15 @@ class _TFLiteBackend(Backend):
             plans.append(InputPlan(
                 index=int(detail["index"]), dtype=np.dtype(detail["dtype"]), shape=shape,
                 perm=perm, scale=float(scales[0]) if quantized else None,
-                zero_point=int(zps[0]) if quantized else 0))
+                zero_point=int(zps[0]) if quantized else 0, name=spec.name))
         return plans
+
+    def refuse_nonfinite(self, refuse: bool) -> bool:
+        """A quantized input's write finds NaN/inf with the min and max that decide its
+        clipping (``tflite_io._min``); a float input is copied as it is."""
+        for plan in self._in:
+            plan.refuse_nonfinite = refuse and plan.scale is not None
+        return refuse and all(plan.scale is not None for plan in self._in)
 
     # -- running -------------------------------------------------------------------------
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:

@@ -54,6 +54,12 @@ def test_zero_rows_and_non_finite_inputs_are_refused_alike(digits_artifact: Path
                 model.predict(x)
             with pytest.raises(InputError, match="NaN or infinite"):
                 model.submit(x)
+            if backend == "litert":  # an NHWC image: LiteRT's write finds it (refuse_nonfinite)
+                nhwc = np.ascontiguousarray(digits_input().transpose(0, 2, 3, 1))
+                model.predict(nhwc)
+                nhwc[0, 3, 4, 0] = value
+                with pytest.raises(InputError, match="1 NaN or infinite element"):
+                    model.predict(nhwc)
         big = digits_input() * np.float32(3e19)  # finite, yet its sum of squares overflows
         assert model.predict(big).shape == (1, 10)
     with edgekit.load(digits_artifact, backend=backend, allow_nonfinite=True,
