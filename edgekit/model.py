@@ -209,7 +209,8 @@ class Model:
             # NaN/inf would be quantized silently: a small input is summed as Python floats
             # (see SUM_CHECK_MAX), a larger one by one BLAS dot product (inf or NaN sums to
             # non-finite; a finite overflow, |x| above ~1e19, is re-checked element by
-            # element, after numpy warns of the overflow).
+            # element, after numpy warns of the overflow). LiteRT's int8 inputs: the write's
+            # own min/max finds them (``check`` is off, see _on_swap).
             _, check, name, call, names, options, threads = fast  # type: ignore[misc]
             if check and not (_isfinite(_sum(x.ravel().tolist())) if small
                               else _isfinite((flat := x.ravel()).dot(flat))):
