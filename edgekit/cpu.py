@@ -32,6 +32,20 @@ def cpu_flags() -> frozenset[str]:
 
 
 @functools.cache
+def cpu_part() -> str:
+    """The Arm ``CPU part`` of /proc/cpuinfo (``0xd08``: Cortex-A72); "" elsewhere. A test
+    vector set computed under an emulated CPU (``--golden-on``) is exact on this part."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("CPU part"):
+                    return line.partition(":")[2].strip().lower()
+    except OSError:
+        pass
+    return ""
+
+
+@functools.cache
 def u8s8_saturates() -> bool:
     """True where onnxruntime's fused uint8 x int8 kernels can saturate (x86 without VNNI)."""
     if platform.machine().lower() not in X86:

@@ -210,7 +210,18 @@ def parse_vectors(where: Where, entry: Any, files: dict[str, str]) -> TestVector
         outputs={name: _output_tolerance(where, bounds, f"test_vectors.outputs[{name!r}]")
                  for name, bounds in outputs.items()},
         basis=where.field(entry, "basis", str, "a string", "test_vectors.", default=""),
+        golden=_golden(where, entry),
     )
+
+
+def _golden(where: Where, entry: dict[str, Any]) -> dict[str, str]:
+    golden = where.field(entry, "golden", dict, "an object of strings (target, cpu, part)",
+                         "test_vectors.", default={})
+    bad = [k for k, v in golden.items() if not isinstance(v, str)]
+    if bad or set(golden) - {"target", "cpu", "part"}:
+        raise ArtifactError(f"{where.origin}: test_vectors.golden must map target, cpu and "
+                            f"part to strings, got {short(golden)}")
+    return dict(golden)
 
 
 def _number(where: Where, table: dict[str, Any], key: str, prefix: str,

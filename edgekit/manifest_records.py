@@ -89,6 +89,9 @@ class TestVectorsEntry:
     tolerance: float | str  # a number, or how verify derives it ("1 quantization step ...")
     outputs: dict[str, OutputTolerance] = field(default_factory=dict)  # output name -> bounds
     basis: str = ""  # where the bounds come from (the study, the model's depth)
+    # ``--golden-on``: the expected outputs were computed under this target's emulated CPU
+    # ({"target", "cpu", "part"}); on a CPU with that part they must match exactly
+    golden: dict[str, str] = field(default_factory=dict)
 
     def for_output(self, name: str) -> OutputTolerance:
         return self.outputs.get(name, ONE_STEP)

@@ -18,13 +18,14 @@ from __future__ import annotations
 import os
 import platform
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from edgekit.artifact import Artifact, read_artifact
 from edgekit.backends import backends_for, by_name
+from edgekit.cpu import cpu_part
 from edgekit.errors import UserError
 from edgekit.manifest import ONE_STEP, OutputTolerance
 from edgekit.signing import Signature
@@ -56,6 +57,7 @@ class VerifyReport:
     machine: str
     formats: list[FormatReport]
     signer: str = "unsigned"
+    golden: str = ""  # --golden-on: where the expected outputs come from, and the rule used
 
     @property
     def passed(self) -> bool:
@@ -65,6 +67,8 @@ class VerifyReport:
     def lines(self) -> list[str]:
         out = [f"verify {os.path.basename(self.path)} on {self.machine}",
                f"  signature: {self.signer}"]
+        if self.golden:
+            out.append(f"  expected outputs: {self.golden}")
         for f in self.formats:
             if f.skipped:
                 out.append(f"  {f.format}: skipped ({f.skipped})")
@@ -169,6 +173,7 @@ def verify_artifact(path: str | os.PathLike[str] | Artifact, backend: str | None
                             f"backend for one of those)")
     vectors = artifact.test_vectors()
     inputs = {k[3:]: v for k, v in vectors.items() if k.startswith("in/")}
+    golden, exact = golden_rule(spec.test_vectors.golden if spec.test_vectors else {})
     reports = []
     for entry in manifest["models"]:
         fmt = entry["format"]
@@ -205,6 +210,8 @@ def verify_artifact(path: str | os.PathLike[str] | Artifact, backend: str | None
                               ).astype(np.float64)
             quantized = bool((spec_q.get("quantization") or {}).get("scale"))
             bounds = spec.test_vectors.for_output(name) if spec.test_vectors else ONE_STEP
+            if exact:  # the expected outputs were computed on this CPU (emulated)
+                bounds = replace(bounds, within_1_step=1.0, max_steps=0.0)
             if not quantized and bounds.float_step:  # float, downstream of int8 layers
                 step, quantized = bounds.float_step, True
             dist, reason = judge(name, got, expected, step, quantized, bounds)
@@ -221,4 +228,16 @@ def verify_artifact(path: str | os.PathLike[str] | Artifact, backend: str | None
         reports.append(report)
     machine = f"{platform.machine()} ({platform.system()}, Python {platform.python_version()})"
     return VerifyReport(str(artifact.path), machine, reports,
-                        describe_signature(artifact.signature))
+                        describe_signature(artifact.signature), golden)
+
+
+def golden_rule(golden: dict[str, str]) -> tuple[str, bool]:
+    """What to say of ``--golden-on`` expected outputs, and whether this CPU must match them
+    exactly (its Arm part is the one they were computed under; QEMU runs the same kernels
+    because it reports the same part and features)."""
+    if not golden:
+        return "", False
+    where = f"computed under the emulated {golden.get('cpu', '?')} ({golden.get('target', '?')})"
+    if golden.get("part") and golden["part"].lower() == cpu_part():
+        return f"{where}: this CPU is one, so every element must match exactly", True
+    return f"{where}: this CPU is not one, so the measured cross-ISA bounds apply", False

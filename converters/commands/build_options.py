@@ -128,6 +128,9 @@ OUTPUT = [
     click.Option(["--sign", "sign_key"], type=click.Path(dir_okay=False), metavar="KEY",
                  help="Sign the artifact's manifest with this Ed25519 private key "
                  "(`edgekit keygen`); devices that trust its public key accept it."),
+    click.Option(["--golden-on", "golden_on"], metavar="TARGET",
+                 help="Compute the test vectors' expected outputs under TARGET's emulated CPU "
+                 "(QEMU): `edgekit verify` on that CPU then checks every element exactly."),
     click.Option(["--report", "report_html"], type=click.Path(dir_okay=False), metavar="HTML",
                  help="Also write the HTML report (per-layer SQNR, precision per layer, the "
                  "search's front; as `edgekit report`)."),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from edgekit.converters.emulation.batch import BatchResult, OutputsJob, emulate_batch
 from edgekit.converters.emulation.builder import Sysroot, ensure_sysroot
+from edgekit.converters.emulation.golden import golden_on
 from edgekit.converters.emulation.recipe import Recipe, cache_root, recipe_for
 from edgekit.converters.emulation.runner import CpuSpec, run_guest, run_python
 from edgekit.converters.emulation.session import (
@@ -30,6 +31,7 @@ from edgekit.converters.emulation.session import (
 )
 
 __all__ = [
+    "golden_on",
     "TIMING_LABEL",
     "BatchResult",
     "CpuSpec",

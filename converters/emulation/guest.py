@@ -138,7 +138,10 @@ def outputs(path: str, inputs_path: str, out_path: str) -> dict[str, Any]:
     artifact = read_artifact(path)
     with np.load(inputs_path) as data:
         feeds = {k: data[k] for k in data.files}
-    count = len(next(iter(feeds.values())))
+    # samples on each input's and output's own batch axis (a recurrent state: axis 1)
+    axes = {i["name"]: int(i.get("batch_axis", 0)) for i in artifact.manifest["inputs"]}
+    first = next(iter(feeds))
+    count = feeds[first].shape[axes.get(first, 0)]
     saved: dict[str, np.ndarray] = {}
     ran = []
     for entry in artifact.manifest["models"]:
@@ -146,11 +149,13 @@ def outputs(path: str, inputs_path: str, out_path: str) -> dict[str, Any]:
         if not usable:
             continue
         model = Model(artifact, backend=usable[0].name)
-        rows = [model.run_feeds(model.prepare_feeds({k: v[i:i + 1] for k, v in feeds.items()}))
-                for i in range(count)]
+        rows = [model.run_feeds(model.prepare_feeds(
+            {k: np.take(v, [i], axis=axes.get(k, 0)) for k, v in feeds.items()}))
+            for i in range(count)]
         model.close()
         for j, spec in enumerate(artifact.manifest["outputs"]):
-            saved[f"{entry['format']}/{spec['name']}"] = np.concatenate([r[j] for r in rows])
+            saved[f"{entry['format']}/{spec['name']}"] = np.concatenate(
+                [r[j] for r in rows], axis=int(spec.get("batch_axis", 0)))
         ran.append([entry["format"], usable[0].name])
     np.savez(out_path, **saved)
     result.update(passed=bool(ran), formats=ran, count=count)

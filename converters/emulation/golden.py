@@ -1,0 +1,68 @@
+"""``edgekit build --golden-on TARGET`` (and ``golden_on``): the artifact's test vectors get
+expected outputs computed under TARGET's emulated CPU, so that ``edgekit verify`` on a board
+with that CPU checks every element exactly instead of within the measured cross-ISA bounds
+(issue 16). QEMU reports the target's CPU part and features, so the runtimes pick the kernels
+they pick on the board. Elsewhere (this host, another board) verify keeps the bounds.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from edgekit.artifact import encode_test_vectors, read_artifact, write_artifact
+from edgekit.errors import TargetError, UserError
+
+from .batch import OutputsJob, emulate_batch
+from .session import _quiet
+
+
+def golden_on(path: str | os.PathLike[str], target: str, *,
+              sign_key: str | os.PathLike[str] | None = None, progress: Any = _quiet
+              ) -> dict[str, str]:
+    """Rewrite ``path`` (atomically, re-signed with ``sign_key`` if given) with expected
+    outputs from ``target``'s emulated CPU; returns the manifest's ``test_vectors.golden``."""
+    from edgekit.targets import load_profile
+
+    profile = load_profile(target)
+    emulation = getattr(profile, "emulation", None)
+    if emulation is None or not emulation.qemu or not emulation.cpu_model:
+        raise TargetError(f"--golden-on {target}: expected a target with an [emulation] "
+                          f"section (a CPU QEMU can run), got none in {target!r}")
+    artifact = read_artifact(path)
+    if artifact.spec.test_vectors is None:
+        raise UserError(f"{path}: --golden-on needs test vectors in the artifact, got none")
+    vectors = artifact.test_vectors()
+    feeds = {k[3:]: v for k, v in vectors.items() if k.startswith("in/")}
+    progress(f"computing the test vectors' outputs under the emulated {emulation.cpu_model}")
+    found = emulate_batch(profile, outputs=[OutputsJob(os.fspath(path), feeds)],
+                          progress=progress).outputs[0]
+    if isinstance(found, str):
+        raise UserError(f"--golden-on {target}: the emulated run failed: {found}")
+    raw = _raw_vectors(artifact, artifact.spec.test_vectors.path)
+    for fmt, outputs in found.items():
+        for name, value in outputs.items():
+            key = f"out/{fmt}/{name}"
+            if key not in raw or raw[key].shape != value.shape:
+                want = list(raw[key].shape) if key in raw else "a stored output"
+                raise UserError(f"--golden-on {target}: {key} came back with shape "
+                                f"{list(value.shape)}, expected {want}")
+            raw[key] = value.astype(raw[key].dtype)
+    golden = {"target": profile.name, "cpu": str(emulation.cpu_model),
+              "part": str(getattr(emulation, "cpuinfo_part", "")).lower()}
+    manifest = {k: v for k, v in artifact.manifest.items() if k not in ("files", "signature")}
+    manifest["test_vectors"] = {**manifest["test_vectors"], "golden": golden}
+    members = {n: artifact.read(n) for n in artifact.members if n != "manifest.json"}
+    members[artifact.spec.test_vectors.path] = encode_test_vectors(raw)
+    write_artifact(path, manifest, members, sign_key=sign_key)
+    return golden
+
+
+def _raw_vectors(artifact: Any, member: str) -> dict[str, Any]:
+    """The test-vector arrays as stored (inputs may be int8 codes, ``q/<name>``)."""
+    import io
+
+    import numpy as np
+
+    with np.load(io.BytesIO(artifact.read(member)), allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}
