@@ -129,9 +129,14 @@ def show(name: str, r: dict[str, Any]) -> None:
           f"{r['worst_sqnr']:.1f} | {r.get('note', '')} |", flush=True)
 
 
-def bench(name: str, calib_count: int, work: Path, seed: int = 1) -> list[dict[str, Any]]:
+def bench(name: str, calib_count: int, work: Path, seed: int = 1, val_count: int = 0
+          ) -> list[dict[str, Any]]:
     x_train, _, x_test, y_test = nets.digits_32()
-    calib = x_train[np.random.default_rng(seed).permutation(len(x_train))[:calib_count]]
+    order = np.random.default_rng(seed).permutation(len(x_train))
+    calib = x_train[order[:calib_count]]
+    # --val: other training digits, disjoint from the calibration ones, that edgekit's PTQ
+    # chooses its method on (as a user's --val); no quantizer calibrates on them
+    val = x_train[order[calib_count:calib_count + val_count]] if val_count else None
     src = export(name, work)
     reference = logits(src, x_test, exact=False)
     rows = [{"quantizer": "float", "cosine": 1.0, "agreement": 1.0,
@@ -142,7 +147,8 @@ def bench(name: str, calib_count: int, work: Path, seed: int = 1) -> list[dict[s
                                            equalize=False, bias_correct=False)
     rows.append(row("edgekit min-max", plain_float, plain_q, reference, x_test, y_test))
     show(name, rows[-1])
-    ptq_float, ptq_q, quant = edgekit_int8(src, calib, work / "ptq", method="auto")
+    ptq_float, ptq_q, quant = edgekit_int8(src, calib, work / "ptq", method="auto",
+                                           **({"val": val} if val is not None else {}))
     rows.append(row("edgekit PTQ", ptq_float, ptq_q, reference, x_test, y_test))
     bc = (quant.get("bias_correction") or {}).get(quant.get("method"), {})
     rows[-1]["note"] = (f"method {quant.get('method')}, CLE pairs {(quant.get('equalization') or {}).get('pairs', 0)}, "
@@ -159,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default=",".join(nets.NAMES))
     parser.add_argument("--calib", type=int, default=256, help="calibration samples (from the train split)")
     parser.add_argument("--seed", type=int, default=1, help="which calibration samples are drawn")
+    parser.add_argument("--val", type=int, default=0,
+                        help="held-out training digits edgekit's PTQ chooses its method on "
+                             "(0: it chooses on the calibration samples)")
     args = parser.parse_args(argv)
     import platform
 
@@ -172,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.models.split(","):
         began = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="bench-ptq-") as tmp:
-            rows = bench(name, args.calib, Path(tmp), args.seed)
+            rows = bench(name, args.calib, Path(tmp), args.seed, args.val)
         ours, peer = rows[2], rows[3]
         verdict = all(ours[k] >= peer[k] for k in ("cosine", "agreement", "accuracy", "worst_sqnr"))
         print(f"<!-- {name}: edgekit PTQ >= onnxruntime on every metric: {verdict}; "
