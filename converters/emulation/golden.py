@@ -8,17 +8,19 @@ they pick on the board. Elsewhere (this host, another board) verify keeps the bo
 from __future__ import annotations
 
 import os
-from typing import Any
 
-from edgekit.artifact import encode_test_vectors, read_artifact, write_artifact
+import numpy as np
+
+from edgekit.artifact import Artifact, encode_test_vectors, read_artifact, write_artifact
 from edgekit.errors import TargetError, UserError
 
 from .batch import OutputsJob, emulate_batch
+from .builder import Progress
 from .session import _quiet
 
 
 def golden_on(path: str | os.PathLike[str], target: str, *,
-              sign_key: str | os.PathLike[str] | None = None, progress: Any = _quiet
+              sign_key: str | os.PathLike[str] | None = None, progress: Progress = _quiet
               ) -> dict[str, str]:
     """Rewrite ``path`` (atomically, re-signed with ``sign_key`` if given) with expected
     outputs from ``target``'s emulated CPU; returns the manifest's ``test_vectors.golden``."""
@@ -39,6 +41,10 @@ def golden_on(path: str | os.PathLike[str], target: str, *,
                           progress=progress).outputs[0]
     if isinstance(found, str):
         raise UserError(f"--golden-on {target}: the emulated run failed: {found}")
+    missing = sorted({m.format for m in artifact.spec.models} - set(found))
+    if missing:  # their vectors would stay the host's while the manifest says otherwise
+        raise UserError(f"--golden-on {target}: expected every format of the artifact to run "
+                        f"under emulation, got no outputs for {', '.join(missing)}")
     raw = _raw_vectors(artifact, artifact.spec.test_vectors.path)
     for fmt, outputs in found.items():
         for name, value in outputs.items():
@@ -58,11 +64,9 @@ def golden_on(path: str | os.PathLike[str], target: str, *,
     return golden
 
 
-def _raw_vectors(artifact: Any, member: str) -> dict[str, Any]:
+def _raw_vectors(artifact: Artifact, member: str) -> dict[str, np.ndarray]:
     """The test-vector arrays as stored (inputs may be int8 codes, ``q/<name>``)."""
     import io
-
-    import numpy as np
 
     with np.load(io.BytesIO(artifact.read(member)), allow_pickle=False) as data:
         return {k: data[k] for k in data.files}
