@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+from edgekit.targets import Profile
 
 from edgekit.artifact import Artifact, encode_test_vectors, read_artifact, write_artifact
 from edgekit.errors import TargetError, UserError
@@ -24,13 +25,8 @@ def golden_on(path: str | os.PathLike[str], target: str, *,
               ) -> dict[str, str]:
     """Rewrite ``path`` (atomically, re-signed with ``sign_key`` if given) with expected
     outputs from ``target``'s emulated CPU; returns the manifest's ``test_vectors.golden``."""
-    from edgekit.targets import load_profile
-
-    profile = load_profile(target)
-    emulation = getattr(profile, "emulation", None)
-    if emulation is None or not emulation.qemu or not emulation.cpu_model:
-        raise TargetError(f"--golden-on {target}: expected a target with an [emulation] "
-                          f"section (a CPU QEMU can run), got none in {target!r}")
+    profile = emulated_profile(target)
+    emulation = profile.emulation
     artifact = read_artifact(path)
     if artifact.spec.test_vectors is None:
         raise UserError(f"{path}: --golden-on needs test vectors in the artifact, got none")
@@ -54,14 +50,29 @@ def golden_on(path: str | os.PathLike[str], target: str, *,
                 raise UserError(f"--golden-on {target}: {key} came back with shape "
                                 f"{list(value.shape)}, expected {want}")
             raw[key] = value.astype(raw[key].dtype)
-    golden = {"target": profile.name, "cpu": str(emulation.cpu_model),
-              "part": str(getattr(emulation, "cpuinfo_part", "")).lower()}
+    golden = {"target": profile.name, "cpu": emulation.cpu_model,
+              "part": emulation.cpuinfo_part.lower()}
     manifest = {k: v for k, v in artifact.manifest.items() if k not in ("files", "signature")}
     manifest["test_vectors"] = {**manifest["test_vectors"], "golden": golden}
     members = {n: artifact.read(n) for n in artifact.members if n != "manifest.json"}
     members[artifact.spec.test_vectors.path] = encode_test_vectors(raw)
     write_artifact(path, manifest, members, sign_key=sign_key)
     return golden
+
+
+def emulated_profile(target: str) -> Profile:
+    """``target``'s profile, or ``TargetError`` naming the targets whose CPU QEMU can run."""
+    from edgekit.targets import list_profiles, load_profile
+
+    def runs(profile: Profile) -> bool:
+        return bool(profile.emulation.qemu and profile.emulation.cpu_model)
+
+    profile = load_profile(target)
+    if not runs(profile):
+        able = [t for t in list_profiles() if runs(load_profile(t))]
+        raise TargetError(f"--golden-on {target}: expected a target whose CPU can be emulated "
+                          f"({', '.join(able)}), got one without an [emulation] CPU")
+    return profile
 
 
 def _raw_vectors(artifact: Artifact, member: str) -> dict[str, np.ndarray]:
