@@ -171,11 +171,13 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
                 run_search(ctx, stages)
             elif "validate" in stages:  # the accuracy budget is enforced between validate and the rest
                 from .search.autoguard import enforce_accuracy
+                from .search.layer_speed import choose_layers_by_speed
                 from .search.speed_choice import choose_by_speed
 
                 Pipeline(stages.until("validate")).run(ctx)
                 enforce_accuracy(ctx)
                 choose_by_speed(ctx)
+                choose_layers_by_speed(ctx)
                 Pipeline(stages.after("validate")).run(ctx)
             else:
                 Pipeline(stages.names).run(ctx)

@@ -77,7 +77,7 @@ class BuildConfig:
     postprocess: str | None = None  # detection: module:function decoding outputs into boxes
     guard_time: float = 180.0  # seconds the accuracy guard may spend before giving up
     accept_accuracy_drop: bool = False  # ship a build that misses the accuracy budget (said so)
-    objective: str = "accuracy"  # "latency": ship float where int8 is slower on the target (search/speed_choice.py)
+    objective: str = "accuracy"  # "latency": ship float where int8 is slower on the target (search/speed_choice.py, per layer search/layer_speed.py)
     random_weights: bool = False  # PyTorch module sources: building without --weights is intended
     # expert knobs (API only)
     keep_float: tuple[str, ...] = ()  # node names quantize leaves float (the guard sets its own)

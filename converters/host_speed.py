@@ -28,8 +28,15 @@ def measure(float_path: str | Path, int8_path: str | Path, feeds: dict[str, np.n
     """Median time per call of each model at 1 thread (thread CPU time: other processes
     on the machine do not count), interleaved. ``fused``: the int8 model runs fused (7-bit
     weights or a CPU that does not saturate), else unfused as the backend would."""
-    runs = {"float": session(float_path, threads=1),
-            "int8": session(int8_path, threads=1, exact_int8=not fused)}
+    f, q = paired({"float": session(float_path, threads=1),
+                   "int8": session(int8_path, threads=1, exact_int8=not fused)}, feeds, ROUNDS)
+    return {"float_ms": round(f * 1e3, 4), "int8_ms": round(q * 1e3, 4),
+            "int8_speedup": round(f / q, 3), "int8_kernels": "fused" if fused else "unfused"}
+
+
+def paired(runs: dict[str, Any], feeds: dict[str, np.ndarray], rounds: int) -> list[float]:
+    """Median seconds per call of each session, in ``runs`` order: blocks of ~``BLOCK_S``,
+    interleaved, the order reversed every round, at 1 thread in thread CPU time."""
     calls = {}
     for name, sess in runs.items():
         sess.run(None, feeds)
@@ -37,15 +44,13 @@ def measure(float_path: str | Path, int8_path: str | Path, feeds: dict[str, np.n
         sess.run(None, feeds)
         calls[name] = max(2, int(BLOCK_S / max(1e-6, time.thread_time() - t)))
     times: dict[str, list[float]] = {k: [] for k in runs}
-    for r in range(ROUNDS):
+    for r in range(rounds):
         for name in list(runs)[:: 1 if r % 2 == 0 else -1]:
             t = time.thread_time()
             for _ in range(calls[name]):
                 runs[name].run(None, feeds)
             times[name].append((time.thread_time() - t) / calls[name])
-    f, q = (float(np.median(times[k])) for k in ("float", "int8"))
-    return {"float_ms": round(f * 1e3, 4), "int8_ms": round(q * 1e3, 4),
-            "int8_speedup": round(f / q, 3), "int8_kernels": "fused" if fused else "unfused"}
+    return [float(np.median(times[k])) for k in runs]
 
 
 def summary_line(speed: dict[str, Any]) -> str:

@@ -112,6 +112,10 @@ def summary_lines(result: Any) -> list[str]:
         from .search.speed_choice import line
 
         lines.append(line(speed))
+    if speed.get("layers"):
+        from .search.layer_speed import line as layers_line
+
+        lines.append(layers_line(speed["layers"]))
     pruning = m.get("pruning")
     if pruning:
         lines.append(f"  pruning: {pruning['method']}, ratio {pruning['ratio']:g}"

@@ -118,7 +118,7 @@ def estimate(source: Any, target: Any = "rpi4", threads: list[int] | None = None
     tflite = tflite_bytes(source)
     if tflite is not None:
         return _estimate_tflite(TFLiteModel(tflite, str(source)), str(source), profile,
-                                _cost_model(profile, calibrate), threads, input_shapes)
+                                cost_model_for(profile, calibrate), threads, input_shapes)
     model_proto = load_model(source)
     open_dims = _open_dims(model_proto, input_shapes or {})
     if input_shapes:
@@ -127,7 +127,7 @@ def estimate(source: Any, target: Any = "rpi4", threads: list[int] | None = None
 
         model_proto = pin_inputs(model_proto, named_shapes(input_shapes,
                                                            describe_io(model_proto)[0]))
-    cost = _cost_model(profile, calibrate)
+    cost = cost_model_for(profile, calibrate)
     if threads is None:
         threads = sorted({1, profile.threads})
     stored_bytes: Counter[str] = Counter()
@@ -167,7 +167,8 @@ def estimate(source: Any, target: Any = "rpi4", threads: list[int] | None = None
                     warnings=warnings)
 
 
-def _cost_model(profile: Any, calibrate: bool) -> CostModel:
+def cost_model_for(profile: Any, calibrate: bool) -> CostModel:
+    """The profile's cost model; ``host`` reads (or, with ``calibrate``, measures) its rates."""
     benchmark = profile.cost_model is not None and profile.cost_model.method == "benchmark"
     return CostModel.from_profile(profile, load_or_calibrate(run=calibrate) if benchmark else None)
 

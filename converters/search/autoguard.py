@@ -209,12 +209,13 @@ def rung_config(config: Any, nodes: list[str], rung: str) -> QuantizeConfig:
                           bias_correct=config.bias_correct, adaround=config.adaround)
 
 
-def rebuild(ctx: BuildContext, method: str, nodes: list[str], k: int, rung: str = "float") -> Path:
+def rebuild(ctx: BuildContext, method: str, nodes: list[str], k: int | str, rung: str = "float",
+            folder: str = "guard") -> Path:
     """Quantize once more with ``nodes`` at ``rung`` (int16 / fp16 / float; the user's
     ``--keep-float`` nodes float), in its own folder."""
     from ..stages.quantize import Quantize
 
-    sub = ctx.fork(f"guard{k}-{rung}")
+    sub = ctx.fork(f"{folder}{k}-{rung}")
     sub.ranges = {method: ctx.ranges[method]}
     sub.candidates = {}
     step = Quantize()
