@@ -16,6 +16,6 @@ Layers, bottom up (a module imports only from layers below it): ``types`` -> ``q
 from __future__ import annotations
 
 from .cost import MODEL_KEYS, CostModel, power_w
-from .estimator import Estimate, Variant, estimate
+from .estimator import Estimate, Variant, cost_model_for, estimate
 
-__all__ = ["MODEL_KEYS", "CostModel", "Estimate", "Variant", "estimate", "power_w"]
+__all__ = ["MODEL_KEYS", "CostModel", "Estimate", "Variant", "cost_model_for", "estimate", "power_w"]

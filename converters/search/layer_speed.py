@@ -44,7 +44,7 @@ def slower_layers(path: Path, profile: Any) -> dict[str, list[str]]:
     ``host`` without its measured rates)."""
     import onnx
 
-    from ..estimate.estimator import cost_model_for
+    from ..estimate import cost_model_for
     from ..estimate.graph import read_graph
     from ..estimate.ops import Op, build_ops
 
