@@ -7,6 +7,9 @@ On a 224x224 MobileNetV2-like net (random weights: speed only), batch 1, 1 and 2
 1. .tflite ``predict`` (float NCHW) / a raw LiteRT ``set_tensor``/``invoke``/``get_tensor``
    with an input quantized beforehand (needs <= 1.05);
 2. .tflite ``predict`` of the same image in NHWC / the raw call (no transpose: <= 1.05);
+   and the same net written with float I/O (``tflite_float_io``: QUANTIZE and an int8
+   TRANSPOSE inside the graph, on XNNPACK's threads) through ``predict`` / that raw call of
+   the int8-input model (information: the in-graph alternative to the numpy write);
    and, for information, the input write with the rounding add (``tflite_io._MAGIC``) / with
    the separate rint + add + cast passes it replaced (thread CPU time);
 3. ``submit(uint8 frame).result()`` / ``submit(float NCHW).result()`` (the frame is
@@ -40,7 +43,8 @@ from bench_runtime import bare_call, build_vision, one_input  # noqa: E402
 import edgekit  # noqa: E402
 
 
-def tflite_rows(vision: Path, threads: int, rounds: int) -> list[tuple[str, float, str, bool]]:
+def tflite_rows(vision: Path, threads: int, rounds: int, float_io: Path | None = None
+                ) -> list[tuple[str, float, str, bool]]:
     model = edgekit.load(vision, backend="litert", threads=threads, max_wait_ms=0)
     x = one_input(model)
     nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
@@ -53,6 +57,13 @@ def tflite_rows(vision: Path, threads: int, rounds: int) -> list[tuple[str, floa
     r = paired(lambda: model.predict(nhwc), raw, rounds, threads)
     rows.append((f".tflite predict NHWC / raw invoke ({threads}t)", r["ratio"], "<= 1.05",
                  r["ratio"] <= 1.05))
+    if float_io is not None:
+        other = edgekit.load(float_io, backend="litert", threads=threads, max_wait_ms=0)
+        np.testing.assert_allclose(other.predict(x), model.predict(x), atol=1e-6)
+        r = paired(lambda: other.predict(x), raw, rounds, threads)
+        other.close()
+        rows.append((f"float-I/O .tflite predict NCHW / raw int8 invoke ({threads}t)",
+                     r["ratio"], "info (time)", True))
     if threads == 1:  # the write alone, on this thread: no second interpreter in the loop
         rows.append((".tflite input write, rounding add / rint+add+cast passes (1t)",
                      write_ratio(model, x, rounds), "info (time)", True))
@@ -106,9 +117,14 @@ def onnx_rows(source: Path, work: Path, threads: list[int], rounds: int
 
 
 def fastpath(vision: Path, source: Path, work: Path, rounds: int) -> list[tuple[Any, ...]]:
+    from edgekit.converters import build
+
+    float_io = build(str(source), target="rpi4", calib="synthetic", calib_samples=8, quiet=True,
+                     output=work / "float_io.edgekit", formats=["tflite"],
+                     tflite_float_io=True).path
     rows: list[tuple[Any, ...]] = []
     for threads in (1, 2):
-        rows += tflite_rows(vision, threads, rounds)
+        rows += tflite_rows(vision, threads, rounds, float_io)
     rows += onnx_rows(source, work, [1, 2], rounds)
     return rows
 
