@@ -107,8 +107,7 @@ def line(section: dict[str, Any]) -> str:
 def choose_layers_by_speed(ctx: BuildContext) -> None:
     """After the whole-model choice: name the layers int8 makes slower; under the latency
     objective ship the groups of them that measure (or estimate) faster float."""
-    if ctx.quantization.get("shipped") == "float" or ctx.config.objective not in (
-            "accuracy", "latency"):
+    if ctx.quantization.get("shipped") == "float":  # the whole model already is
         return
     try:
         found = slower_layers(ctx.quant_path, ctx.profile)
@@ -166,9 +165,13 @@ def _try_groups(ctx: BuildContext, found: dict[str, list[str]], section: dict[st
     if budget.get("checked") and score.drop > float(budget["limit"]):
         ctx.report(f"    {score.drop:.2f} points lost with them float, over the budget; shipping int8")
         return
+    host_speed = ctx.validation.get("host_speed")  # the whole model's, kept for the summary
+    guard = (ctx.quantization.get("mixed_precision") or {}).get("nodes", [])
     record_choice(ctx, path, method, metrics, score, scorer.task, ctx.validation["candidates"])
+    if host_speed:
+        ctx.validation["host_speed"] = host_speed
     ctx.quantization["keep_float"] = sorted(set(earlier) | set(chosen))
-    ctx.quantization["mixed_precision"] = {"rung": "float", "nodes": sorted(chosen),
-                                           "reason": "speed"}
+    ctx.quantization["mixed_precision"] = {"rung": "float", "nodes": sorted(set(guard) | set(chosen)),
+                                           "reason": "accuracy and speed" if guard else "speed"}
     section["float"] = sorted(chosen)
     ctx.report(f"  --objective latency: shipping {len(chosen)} layer(s) float, int8 elsewhere")
