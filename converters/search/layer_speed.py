@@ -14,11 +14,12 @@ a 1-3 channel stem at 8.9 GMAC/s in int8 against 15.5 in float, and depthwise at
    runs it (the estimate misses the runtime's layout changes), else by the estimator on each
    whole QDQ model, which costs the Q/DQ nodes the float layers add. Groups faster by at
    least ``MARGIN`` ship together, when the model stays within the accuracy budget; the
-   manifest lists them (``precision_speed.layers``). On real nets here the host's gains sit
-   inside that margin: ``edgekit build --target host --objective latency`` of the
-   EfficientNet-Lite-style net of ``tools/bench_peers.py`` measured its float stem at 0.993x
-   and its 14 float depthwise layers at 1.004x the int8 time, the digits CNN's float stem at
-   1.049x, so both shipped int8 (2026-12-04, this VM).
+   manifest lists them (``precision_speed.layers``); a measured gain must show in two timings.
+   ``edgekit build --target host --objective latency`` on this VM (2026-12-04): the digits CNN's
+   float stem measured 0.921x, 0.963x, 0.980x and 0.961x the int8 time in four builds (one
+   earlier single timing read 1.049x) and shipped float, accuracy unchanged; the
+   EfficientNet-Lite-style net of ``tools/bench_peers.py`` measured its float stem at 0.993x and
+   its 14 float depthwise layers at 1.004x, and shipped int8.
 A measured choice depends on the machine it ran on, as the whole-model one does.
 """
 
@@ -115,16 +116,12 @@ def choose_layers_by_speed(ctx: BuildContext) -> None:
         return
     if not found:
         return
-    count = sum(len(v) for v in found.values())
     section: dict[str, Any] = {"slower_at_int8": found, "source": "estimated per layer for "
                                f"{ctx.profile.name}", "groups": {}, "float": []}
-    kinds = ", ".join(f"{len(v)} {k}" for k, v in found.items())
-    ctx.report(f"  int8 is slower than float for {count} layer(s) on {ctx.profile.name} by the "
-               f"estimate ({kinds})" + ("" if ctx.config.objective == "latency" else
-                                        "; --objective latency would try them float"))
     mixed = ctx.quantization.get("mixed_precision") or {}
     if ctx.config.objective == "latency" and mixed.get("rung", "float") == "float":
         _try_groups(ctx, found, section)
+    ctx.report(line(section))  # the summary's own line
     speed = ctx.extra_manifest.setdefault("precision_speed", {})
     speed["layers"] = section
     ctx.mark("precision_speed", "validation", "quant_path", "quantization", "extra_manifest")
@@ -142,6 +139,10 @@ def _try_groups(ctx: BuildContext, found: dict[str, list[str]], section: dict[st
     for kind, names in found.items():
         trial = rebuild(ctx, method, earlier + names, kind, folder="speed-")
         ratio, source = time_ratio(ctx, ctx.quant_path, trial)
+        if ratio <= 1 - MARGIN and source.startswith("measured"):
+            # a second timing must agree: the digits CNN's float stem measured 1.049x in one
+            # build and 0.966x in the next (this VM, 1 thread); one lucky timing ships nothing
+            ratio = max(ratio, time_ratio(ctx, ctx.quant_path, trial)[0])
         faster = ratio <= 1 - MARGIN
         section["groups"][kind] = {"layers": len(names), "time_vs_int8": round(ratio, 3),
                                    "source": source, "kept": faster}
@@ -174,4 +175,3 @@ def _try_groups(ctx: BuildContext, found: dict[str, list[str]], section: dict[st
     ctx.quantization["mixed_precision"] = {"rung": "float", "nodes": sorted(set(guard) | set(chosen)),
                                            "reason": "accuracy and speed" if guard else "speed"}
     section["float"] = sorted(chosen)
-    ctx.report(f"  --objective latency: shipping {len(chosen)} layer(s) float, int8 elsewhere")

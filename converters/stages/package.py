@@ -157,8 +157,9 @@ class Package(Stage):
     def layers(ctx: BuildContext) -> list[dict[str, Any]]:
         """Each compute layer's precision and output SQNR against float (``converters/report``).
         A diagnostic: a graph it cannot read costs a warning, not the build."""
+        speed = (ctx.extra_manifest.get("precision_speed") or {}).get("layers") or {}
         reasons = wide_reasons(ctx.extra_manifest.get("accuracy_guard"), ctx.config.keep_float,
-                               ctx.quantization.get("keep_float") or ())
+                               ctx.quantization.get("keep_float") or (), speed.get("float") or ())
         try:
             records = layer_records(ctx.float_path, ctx.quant_path, ctx.val, reasons)
         except Exception as exc:  # onnx/onnxruntime raise their own types on odd graphs

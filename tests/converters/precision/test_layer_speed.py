@@ -75,6 +75,8 @@ def test_latency_objective_ships_the_slower_layer_float(tmp_path, slow_depthwise
     assert m["quantization"]["mixed_precision"] == {"rung": "float", "nodes": ["dw"], "reason": "speed"}
     precision = {entry["name"]: entry["precision"] for entry in m["layers"]}
     assert precision["dw"] == "float" and precision["conv1"] == "int8" and precision["conv2"] == "int8"
+    why = {entry["name"]: entry.get("reason") for entry in m["layers"]}
+    assert why["dw"].startswith("kept float for speed")
     assert "shipping 1 float" in out.summary()
     assert verify_artifact(out.path).passed
 
