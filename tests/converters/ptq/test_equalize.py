@@ -61,7 +61,7 @@ def test_the_stage_measures_ranges_on_every_calibration_sample(tmp_path) -> None
     # samples the stage sees last, along the one input direction channels 0 and 2 (the strong
     # ones) ignore: weak channel 1 then reaches many times its usual range, still under channel 2's
     v = np.cross(w1[0], w1[2])
-    v *= np.sign(w1[1] @ v) * 0.5 * before_top(model, x[:64]) / abs(w1[1] @ v)
+    v *= np.sign(w1[1] @ v) * 0.5 * channel_ranges(model, ["a1"], _rows(x[:64]))["a1"].max() / abs(w1[1] @ v)
     seed = BuildConfig(source=str(src)).seed
     late = np.random.default_rng(seed).permutation(len(x))[70:]  # after data.split's shuffle
     x[late] += v[None, :, None, None].astype(np.float32)
@@ -71,15 +71,14 @@ def test_the_stage_measures_ranges_on_every_calibration_sample(tmp_path) -> None
     ctx.workdir.mkdir()
     with temp_under(ctx.workdir):
         Pipeline(plan_for(config).until("equalize")).run(ctx)
-    feeds = [{"input": x[i:i + 1]} for i in range(len(x))]
-    before = channel_ranges(model, ["a1"], feeds)["a1"]
-    after = channel_ranges(onnx.load(str(ctx.float_path)), ["a1"], feeds)["a1"]
+    before = channel_ranges(model, ["a1"], _rows(x))["a1"]
+    after = channel_ranges(onnx.load(str(ctx.float_path)), ["a1"], _rows(x))["a1"]
     assert ctx.quantization["equalization"]["pairs"] == 1
-    first = [{"input": x[i:i + 1]} for i in np.random.default_rng(seed).permutation(len(x))[:64]]
-    assert before[1] > 2 * channel_ranges(model, ["a1"], first)["a1"][1]  # the late peak
+    first = x[np.random.default_rng(seed).permutation(len(x))[:64]]
+    assert before[1] > 2 * channel_ranges(model, ["a1"], _rows(first))["a1"][1]  # the late peak
     assert after.max() <= before.max() * (1 + 1e-4)  # the tensor's range is not widened
     assert after[3] > before[3]  # and the other weak channel is still raised
 
 
-def before_top(model: onnx.ModelProto, x: np.ndarray) -> float:
-    return float(channel_ranges(model, ["a1"], [{"input": x[i:i + 1]} for i in range(len(x))])["a1"].max())
+def _rows(x: np.ndarray) -> list[dict[str, np.ndarray]]:
+    return [{"input": x[i:i + 1]} for i in range(len(x))]
