@@ -115,6 +115,9 @@ class Quantize(Stage):
         wide: dict[str, list[str]] = {}
         corrections: dict[str, dict[str, Any]] = {}
         rounded: dict[str, dict[str, Any]] = {}
+        pools: dict[str, int] = {}
+        from ..int8_pool import pool_in_int8
+
         for method, ranges in ctx.ranges.items():
             out = ctx.workdir / f"int8-{method}.onnx"
             with ort_quantization_quiet():
@@ -137,13 +140,14 @@ class Quantize(Stage):
                 corrections[method] = correct_if_it_pays(out, ctx.float_path, ctx.calib)
             # the guard's int16/fp16 rungs last: the corrections above work on the int8 graph
             wide = precision.apply(out, set(self.config.int16), set(self.config.fp16))
+            pools[method] = pool_in_int8(out, set(keep_float))  # onnxruntime fuses them
             ctx.candidates[method] = out
         self.used = {"bias_correction": corrections, "calibration_samples": len(ctx.calib),
                      **({"adaround": rounded} if rounded else {}),
                      "format": "QDQ", "per_channel": per_channel,
                      "activation_type": ctx.activation_type, "weight_type": "int8",
                      "keep_float": keep_float, "extra_options": extra_options,
-                     "reduce_range": reduce_range}
+                     "reduce_range": reduce_range, "int8_global_pools": pools}
         if self.config.int16 or self.config.fp16:
             self.used["mixed_precision"] = wide
         ctx.quantization.update(self.used)

@@ -24,8 +24,10 @@ BYTE_MOVERS = SAME_SCALE | {"Gather"}
 Q_COMMUTES = SAME_SCALE | {"MaxPool"}
 
 
-def fill_qdq(model: onnx.ModelProto, int8_ops: set[str], keep_float: set[str]) -> int:
-    """Insert Q/DQ pairs in place; returns how many were inserted."""
+def fill_qdq(model: onnx.ModelProto, int8_ops: set[str], keep_float: set[str],
+             byte_movers: bool = True) -> int:
+    """Insert Q/DQ pairs in place; returns how many were inserted. ``byte_movers``: also
+    the pairs in front of movers fed by float model inputs (see below)."""
     graph = model.graph
     producer = {o: n for n in graph.node for o in n.output}
     consumers: dict[str, list[onnx.NodeProto]] = {}
@@ -75,7 +77,8 @@ def fill_qdq(model: onnx.ModelProto, int8_ops: set[str], keep_float: set[str]) -
                     u.input[k] = dq_name
     # the pairs just inserted now produce their consumers' inputs
     producer.update({o: n for _, pair in inserted for n in pair for o in n.output})
-    before = _quantize_byte_mover_inputs(graph, producer, consumers, keep_float)
+    before = _quantize_byte_mover_inputs(graph, producer, consumers, keep_float) \
+        if byte_movers else {}
     # keep the node list topologically sorted: each pair goes right after its producer
     # (or, for a byte mover's input, right before the mover)
     after = {id(node): pair for node, pair in inserted}

@@ -41,7 +41,7 @@ LAYERS = [
                  "content_key"]),
     ("libraries", ["estimate", "tflite", "pruning", "pytorch", "metrics", "emulation", "task_accuracy",
                    "split_packed", "input_checks", "bundle", "host_speed", "report",
-                   "sharded_calibration"]),
+                   "sharded_calibration", "int8_pool"]),
     ("stages", ["stages"]),
     ("search", ["search"]),
     ("API", ["", "summary"]),
