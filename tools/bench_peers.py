@@ -1,9 +1,11 @@
 """edgekit side by side with its peers, in one process, interleaved, printed as ratios.
 
-    python tools/bench_peers.py [--quick] [--models mobilenet,efficientnet] [--threads 1,2]
+    python tools/bench_peers.py [--quick] [--models mobilenet,efficientnet,...] [--threads 1,2]
 
-For an EfficientNet-Lite-style and a MobileNetV2-style net at 224x224 (random weights:
-speed only, both from the same torch graph and the same calibration data):
+For an EfficientNet-Lite-style and a MobileNetV2-style net at 224x224, and with
+``--models`` their squeeze-excite relatives EfficientNet-B0 and MobileNetV3-large (random
+weights: speed only, both quantizers from the same torch graph and the same calibration
+data):
 
 1. edgekit ``--format onnx --target host`` through ``Model.predict`` vs onnxruntime's own
    ``quantize_static`` (QDQ, per-channel U8S8) through ``InferenceSession.run``. Like with
@@ -97,7 +99,14 @@ def make_models(names: list[str], work: Path) -> dict[str, Path]:
 
     builders: dict[str, Callable[[], Any]] = {
         "mobilenet": lambda: zoo.mobilenetv2_like(num_classes=1000),
-        "efficientnet": efficientnet_lite_like}
+        "efficientnet": efficientnet_lite_like,
+        # the squeeze-excite variants of both families (the zoo's, after the published designs)
+        "efficientnet_b0": zoo.entry("efficientnet_b0").factory,
+        "mobilenetv3": zoo.entry("mobilenetv3_large").factory}
+    unknown = sorted(set(names) - set(builders))
+    if unknown:
+        raise SystemExit(f"bench_peers: unknown model(s) {', '.join(unknown)}; expected some of "
+                         f"{', '.join(builders)}")
     x = torch.randn(1, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(0))
     return {name: zoo.export_onnx(builders[name](), x, work / f"{name}.onnx")
             for name in names}
@@ -209,7 +218,8 @@ def pi4_estimate(onnx: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", default="efficientnet,mobilenet")
+    parser.add_argument("--models", default="efficientnet,mobilenet",
+                        help="of efficientnet, mobilenet, efficientnet_b0, mobilenetv3")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--quick", action="store_true", help="fewer rounds (noisier)")
     args = parser.parse_args(argv)
@@ -259,9 +269,9 @@ def main(argv: list[str] | None = None) -> int:
                             f"), edgekit tflite {tfl['a_ms']:.2f} ms, raw LiteRT "
                             f"{tfl['b_ms']:.2f} ms")
             info.append(f"{name} Pi 4 estimate (rpi4 profile): {pi4_estimate(src)}")
-    print(f"{'model':<13} {'comparison':<52} {'ratio [90% CI]':<22}  {'needs':<17} ok")
+    print(f"{'model':<15} {'comparison':<52} {'ratio [90% CI]':<22}  {'needs':<17} ok")
     for model, what, ratio, need, _, mark in rows:
-        print(f"{model:<13} {what:<52} {ratio:<22}  {need:<17} {mark}")
+        print(f"{model:<15} {what:<52} {ratio:<22}  {need:<17} {mark}")
     print("[90% CI]: a bootstrap interval of the median of per-block ratios; a bar inside "
           "it is a tie within this run's noise, not a measured miss or pass.")
     print("\n1 thread: thread CPU time; 2 threads: wall time. Absolute medians (a loaded "
