@@ -185,10 +185,8 @@ def ratio_text(r: dict[str, Any]) -> str:
     return f"{r['ratio']:.4f} [{lo:.3f}, {hi:.3f}]"
 
 
-def verdict(ok: bool | None, r: dict[str, Any] | None, bar: float) -> str:
+def verdict(ok: bool, r: dict[str, Any], bar: float) -> str:
     """PASS / FAIL on the median; ``(tie)`` when the bar lies inside the interval."""
-    if ok is None or r is None:
-        return ""
     lo, hi = r["ci"]
     return ("PASS" if ok else "FAIL") + (" (tie)" if lo <= bar <= hi else "")
 

@@ -97,6 +97,8 @@ class Quantize(Stage):
             quantize_static,
         )
 
+        from ..int8_pool import pool_in_int8
+
         enums = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
                  "entropy": CalibrationMethod.Entropy,
                  "pertensor": CalibrationMethod.MinMax}  # its ranges come from the cache file
@@ -116,8 +118,6 @@ class Quantize(Stage):
         corrections: dict[str, dict[str, Any]] = {}
         rounded: dict[str, dict[str, Any]] = {}
         pools: dict[str, int] = {}
-        from ..int8_pool import pool_in_int8
-
         for method, ranges in ctx.ranges.items():
             out = ctx.workdir / f"int8-{method}.onnx"
             with ort_quantization_quiet():

@@ -22,4 +22,3 @@ def test_the_p95_ratio_interval_follows_the_slices_noise() -> None:
     assert ratio == pytest.approx(pooled, rel=1e-12) and lo <= ratio <= hi and hi - lo < 0.05
     _, lo_noisy, hi_noisy = bench_runtime_power.p95_ratio(slices(rng, 0.1), slices(rng, 0.1))
     assert hi_noisy - lo_noisy > 2 * (hi - lo)
-
