@@ -15,10 +15,11 @@ PASS_THROUGH_TYPES = {6: "int32", 7: "int64", 9: "bool"}
 
 
 def tensor_shape(value_info: Any) -> list[int | str]:
-    """ONNX ValueInfo shape as ints and symbol names ('?' when unnamed)."""
+    """ONNX ValueInfo shape as ints and symbol names ('?' when unnamed, or written as a
+    negative number, as Paddle2ONNX writes a batch: -1)."""
     dims = []
     for dim in value_info.type.tensor_type.shape.dim:
-        if dim.HasField("dim_value"):
+        if dim.HasField("dim_value") and dim.dim_value >= 0:
             dims.append(int(dim.dim_value))
         else:
             dims.append(dim.dim_param or "?")

@@ -1,8 +1,12 @@
-"""Pin a model's symbolic input dims to numbers, with onnxruntime's own tool.
+"""Pin a model's symbolic input dims to numbers, position by position.
 
-``onnxruntime.tools.onnx_model_utils.make_input_shape_fixed`` sets an input's shape and
-replaces a named dim (``"batch"``) everywhere in the graph, so intermediate shapes agree
-with the pinned inputs. Two policies, different on purpose:
+An input's dims are set per axis, whatever their names: exporters do not name dims
+reliably (Paddle2ONNX writes the PP-OCR angle classifier's input as ``[-1, 3, '?', '?']``,
+H and W under one name), so a name is never taken for one dimension of the input.
+A name that ends up with one value on every axis it names is replaced by that value through
+the whole graph (onnxruntime's ``make_dim_param_fixed``), so intermediate shapes agree with
+the pinned inputs; a shape that names one pinned to several values is dropped for the next
+shape inference to redo. Two policies, different on purpose:
 
 * the estimator costs one inference at some batch: every open dim is pinned, the leading
   one to ``batch`` and the others to 1 (``others=1``);
@@ -12,13 +16,70 @@ with the pinned inputs. Two policies, different on purpose:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from edgekit.errors import UnsupportedModelError
+from edgekit.errors import InternalError, UnsupportedModelError
 
 
 def _open(dim: Any) -> bool:
     return not dim.HasField("dim_value") or dim.dim_value <= 0
+
+
+def _names_any(value_info: Any, symbols: set[str]) -> bool:
+    return value_info.type.HasField("tensor_type") and any(
+        d.HasField("dim_param") and d.dim_param in symbols
+        for d in value_info.type.tensor_type.shape.dim)
+
+
+def set_input_dims(graph: Any, shapes: Mapping[str, Sequence[int | None]]) -> None:
+    """Set the named inputs of ``graph`` (in place) to these dims, axis by axis; ``None``
+    (or -1) leaves an axis open (``--dynamic-batch``'s batch). A fixed dim that disagrees is
+    an ``InternalError``: the callers pin open dims only."""
+    from onnxruntime.tools.onnx_model_utils import make_dim_param_fixed, remove_invalid_dim_values
+
+    remove_invalid_dim_values(graph)  # Paddle's -1 dims, anywhere in the graph
+    values: dict[str, set[int]] = {}
+    kept_open: set[str] = set()
+    found = set()
+    for vi in graph.input:
+        if vi.name not in shapes:
+            continue
+        found.add(vi.name)
+        want = list(shapes[vi.name])
+        dims = vi.type.tensor_type.shape.dim
+        if len(dims) != len(want):
+            raise InternalError(f"input {vi.name!r} has rank {len(dims)}; asked to pin it "
+                                f"to {want}")
+        for axis, (dim, value) in enumerate(zip(dims, want, strict=True)):
+            if value is None or value < 0:
+                if dim.HasField("dim_param"):
+                    kept_open.add(dim.dim_param)
+                continue
+            if not _open(dim):
+                if dim.dim_value != value:
+                    raise InternalError(f"input {vi.name!r} axis {axis} is fixed at "
+                                        f"{dim.dim_value}; asked to pin it to {value}")
+                continue
+            if dim.HasField("dim_param"):
+                values.setdefault(dim.dim_param, set()).add(int(value))
+            dim.Clear()
+            dim.dim_value = int(value)
+    missing = sorted(set(shapes) - found)
+    if missing:
+        raise InternalError(f"no graph input named {missing}; inputs: "
+                            f"{[vi.name for vi in graph.input]}")
+    ambiguous = {s for s, v in values.items() if len(v) > 1 or s in kept_open}
+    for symbol, value in values.items():
+        if symbol not in ambiguous:
+            make_dim_param_fixed(graph, symbol, next(iter(value)))
+    if ambiguous:
+        stale = [vi for vi in graph.value_info if _names_any(vi, ambiguous)]
+        for vi in stale:
+            graph.value_info.remove(vi)
+        for out in graph.output:
+            if _names_any(out, ambiguous):
+                out.type.tensor_type.ClearField("shape")
 
 
 def fixed_input_shapes(model: Any, batch: int, others: int | None = 1,
@@ -28,11 +89,11 @@ def fixed_input_shapes(model: Any, batch: int, others: int | None = 1,
     ``others`` is the value for open dims past axis 0; None makes them an
     ``UnsupportedModelError`` (``who`` names the converter in that message)."""
     import onnx
-    from onnxruntime.tools.onnx_model_utils import make_input_shape_fixed
 
     fixed = onnx.ModelProto()
     fixed.CopyFrom(model)
     initializers = {i.name for i in fixed.graph.initializer}
+    shapes: dict[str, list[int]] = {}
     for vi in fixed.graph.input:
         if vi.name in initializers or not vi.type.HasField("tensor_type"):
             continue
@@ -51,21 +112,20 @@ def fixed_input_shapes(model: Any, batch: int, others: int | None = 1,
                     f"{who} supports a symbolic batch (axis 0) only")
             else:
                 shape.append(others)
-        make_input_shape_fixed(fixed.graph, vi.name, shape)
+        shapes[vi.name] = shape
+    set_input_dims(fixed.graph, shapes)
     return fixed
 
 
-def pin_inputs(model: Any, shapes: dict[str, tuple[int, ...]]) -> Any:
-    """A copy of ``model`` with the named inputs set to these exact shapes (every dim a
-    number), through onnxruntime's ``make_input_shape_fixed``; stale intermediate shapes
-    are dropped so the next shape inference starts from the pinned inputs."""
+def pin_inputs(model: Any, shapes: Mapping[str, Sequence[int]]) -> Any:
+    """A copy of ``model`` with the named inputs set to these shapes (-1 keeps an axis
+    open: ``--dynamic-batch``'s batch); stale intermediate shapes are dropped so the next
+    shape inference starts from the pinned inputs."""
     import onnx
-    from onnxruntime.tools.onnx_model_utils import make_input_shape_fixed
 
     fixed = onnx.ModelProto()
     fixed.CopyFrom(model)
-    for name, shape in shapes.items():
-        make_input_shape_fixed(fixed.graph, name, list(shape))
+    set_input_dims(fixed.graph, shapes)
     del fixed.graph.value_info[:]
     for out in fixed.graph.output:
         if any(_open(d) for d in out.type.tensor_type.shape.dim):

@@ -57,8 +57,8 @@ def data_shape(spec: dict[str, Any], data: Dataset) -> tuple[int, ...]:
 
 def shapes_from_data(inputs: list[dict[str, Any]], datasets: list[Dataset],
                      dynamic_batch: bool) -> dict[str, tuple[int, ...]]:
-    """Each input with a symbolic dim pinned to what the data shows. Every dataset must
-    agree, and one symbol (e.g. 'height') must get one value across inputs."""
+    """Each input with a symbolic dim pinned to what the data shows, axis by axis. Every
+    dataset must agree, and one symbol (e.g. 'height') must get one value across inputs."""
     pinned: dict[str, tuple[int, ...]] = {}
     symbols: dict[str, tuple[int, str]] = {}
     for spec in inputs:
@@ -81,7 +81,10 @@ def shapes_from_data(inputs: list[dict[str, Any]], datasets: list[Dataset],
                 shape[axis] = -1 if dynamic_batch else 1
                 continue
             key = str(want)
-            if key not in ("?", "") and key in symbols and symbols[key][0] != shape[axis]:
+            # within one input a shared name binds nothing (Paddle names H and W alike);
+            # across inputs it is the model's statement that two dims agree
+            if key not in ("?", "") and key in symbols and symbols[key][0] != shape[axis] \
+                    and symbols[key][1] != spec["name"]:
                 raise CalibrationError(
                     f"symbolic dim {key!r} is {symbols[key][0]} in the data for input "
                     f"{symbols[key][1]!r} but {shape[axis]} for input {spec['name']!r}")
@@ -153,26 +156,8 @@ class PinShapes(Stage):
                                   [ctx.calib, ctx.val], config.dynamic_batch)
         pinned.update(asked)
         # (the data stage read the data at the --input-shape sizes: they agree)
-        fixed = {n: s for n, s in pinned.items() if -1 not in s}
-        open_batch = {n: s for n, s in pinned.items() if -1 in s}
-        if open_batch:  # --dynamic-batch: pin the other dims, leave the batch symbolic
-            model = onnx.ModelProto.FromString(model.SerializeToString())  # edited in place
-            from onnxruntime.tools.onnx_model_utils import make_dim_param_fixed
-
-            for name, shape in open_batch.items():
-                spec = next(i for i in ctx.inputs if i["name"] == name)
-                axis = spec.get("batch_axis", 0)
-                fixed_dims = {str(spec["shape"][a]): d for a, d in enumerate(shape)
-                              if a != axis and not (isinstance(spec["shape"][a], int)
-                                                    and spec["shape"][a] > 0)}
-                for symbol, value in fixed_dims.items():
-                    if symbol in ("?", ""):
-                        raise UserError(f"input {name!r} {spec['shape']} has an unnamed "
-                                        "symbolic dim besides the batch; --dynamic-batch "
-                                        "needs the others named or pinned: drop it")
-                    make_dim_param_fixed(model.graph, symbol, value)
-        if fixed:
-            model = pin_inputs(model, fixed)
+        if pinned:  # -1: the batch --dynamic-batch keeps open
+            model = pin_inputs(model, pinned)
         if not consts and not pinned:
             self.used = {"pinned": {}}
             return
