@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 from edgekit.errors import EdgekitError, InternalError, UserError
 
 from .context import BuildContext
+from .graph_check import check_stage
 
 # The stage order, written once: name -> "module:Class" (lazy, so listing stages imports
 # nothing heavy). This is the order of a build that prunes; see ``plan`` for the others.
@@ -173,6 +174,7 @@ class Pipeline:
                     f"stage {step.name} failed unexpectedly: {type(exc).__name__}: {exc}"
                 ) from exc
             seconds = time.perf_counter() - start
+            check_stage(step.name, ctx)  # EDGEKIT_CHECK_GRAPHS=1 (tests): the models it wrote are valid
             ctx.mark(step.name, *step.provides)
             ctx.stages.append({"name": step.name, "params": step.params(ctx),
                                "seconds": round(seconds, 3)})

@@ -77,9 +77,10 @@ def set_input_dims(graph: Any, shapes: Mapping[str, Sequence[int | None]]) -> No
         stale = [vi for vi in graph.value_info if _names_any(vi, ambiguous)]
         for vi in stale:
             graph.value_info.remove(vi)
-        for out in graph.output:
-            if _names_any(out, ambiguous):
-                out.type.tensor_type.ClearField("shape")
+        for out in graph.output:  # an output keeps its rank: the checker wants a shape
+            for dim in out.type.tensor_type.shape.dim:
+                if dim.HasField("dim_param") and dim.dim_param in ambiguous:
+                    dim.Clear()
 
 
 def fixed_input_shapes(model: Any, batch: int, others: int | None = 1,
@@ -127,9 +128,10 @@ def pin_inputs(model: Any, shapes: Mapping[str, Sequence[int]]) -> Any:
     fixed.CopyFrom(model)
     set_input_dims(fixed.graph, shapes)
     del fixed.graph.value_info[:]
-    for out in fixed.graph.output:
-        if any(_open(d) for d in out.type.tensor_type.shape.dim):
-            out.type.tensor_type.ClearField("shape")
+    for out in fixed.graph.output:  # open dims unknown, the rank kept (the checker wants it)
+        for dim in out.type.tensor_type.shape.dim:
+            if _open(dim):
+                dim.Clear()
     return fixed
 
 

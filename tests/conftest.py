@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -15,6 +16,9 @@ DIGITS_NPZ = EXAMPLE / "digits.npz"
 SAMPLES = EXAMPLE / "samples"
 
 sys.path.insert(0, str(ROOT / "tools"))  # tools/zoo: reference models for tests
+# every model a build stage writes is checked (converters/graph_check.py): valid ONNX, loads
+# in onnxruntime, unique node and tensor names; users' builds skip it for speed
+os.environ.setdefault("EDGEKIT_CHECK_GRAPHS", "1")
 
 
 @pytest.fixture(scope="session")

@@ -32,6 +32,7 @@ from typing import Any
 from edgekit.errors import BudgetError
 
 from ..context import BuildContext
+from ..graph_check import check_stage
 from ..stages.quantize import QuantizeConfig
 from ..task_accuracy import Scorer, TaskScore
 
@@ -221,6 +222,7 @@ def rebuild(ctx: BuildContext, method: str, nodes: list[str], k: int | str, rung
     step = Quantize()
     step.config = rung_config(ctx.config, nodes, rung)
     step.run(sub)
+    check_stage(step.name, sub)  # EDGEKIT_CHECK_GRAPHS=1 (tests): the rung's model is valid
     return sub.candidates[method]
 
 

@@ -63,19 +63,22 @@ def int16_scale(scale: float, zero_point: int, dtype: np.dtype) -> float:
     return max(abs(lo), abs(hi), 1e-12) / INT16_MAX
 
 
-def _raise_opset(model: Any) -> None:
-    for entry in model.opset_import:
-        if entry.domain in ("", "ai.onnx") and entry.version < INT16_OPSET:
-            entry.version = INT16_OPSET
-
-
 def to_int16(model: Any, nodes: set[str]) -> list[str]:
     """Rewrite ``model`` in place: the activations of ``nodes`` become int16. Returns the
     node names actually made int16 (those of an op with a 16x8 kernel, reading a quantized
     activation)."""
     from onnx import helper, numpy_helper
 
+    from ..graph_names import Names
+    from ..opset import raise_opset
+
+    if not any(n.name in nodes and n.op_type in INT16_OPS for n in model.graph.node):
+        return []
+    # every node in opset 21's form (ReduceMean's axes an input since 18...), before the
+    # maps below: the converter makes new node objects
+    raise_opset(model, INT16_OPSET)
     graph = model.graph
+    names = Names(graph)  # every name added below is fresh: readers may be unnamed
     producer, consumers = _maps(graph)
     inits = _arrays(graph)
     inputs = {i.name for i in graph.input}
@@ -98,13 +101,13 @@ def to_int16(model: Any, nodes: set[str]) -> list[str]:
                     quants[q.name or q.output[0]] = q
     if not quants:
         return []
-    _raise_opset(model)
     added_nodes: list[Any] = []
+    retyped: set[str] = set()  # Q outputs now int16: a value_info saying uint8 would be stale
     for key, q in quants.items():
         scale = float(np.asarray(inits[q.input[1]]).reshape(-1)[0])
         zero = np.asarray(inits[q.input[2]]) if len(q.input) > 2 and q.input[2] else np.zeros((), np.uint8)
         s16 = int16_scale(scale, int(zero.reshape(-1)[0]), zero.dtype)
-        s_name, z_name = f"{key}__s16", f"{key}__z16"
+        s_name, z_name = names.fresh(f"{key}__s16"), names.fresh(f"{key}__z16")
         graph.initializer.extend([numpy_helper.from_array(np.asarray(s16, np.float32), s_name),
                                   numpy_helper.from_array(np.zeros((), np.int16), z_name)])
         narrow = (q.input[1], q.input[2] if len(q.input) > 2 else "")
@@ -112,40 +115,45 @@ def to_int16(model: Any, nodes: set[str]) -> list[str]:
         if q.input[0] in inputs or source is None or source.name not in wide:
             # a graph input, or a tensor an int8 layer writes (a kernel's output type is its
             # input type), keeps its int8 parameters: requantize on each int16 reader's edge
-            for dq in list(consumers.get(q.output[0], [])):
-                for reader in [r for r in consumers.get(dq.output[0], []) if r.name in wide]:
-                    added_nodes += _edge(reader, dq.output[0], f"{key}_{reader.name}", (s_name, z_name))
+            for dq in _unique(consumers.get(q.output[0], [])):
+                for reader in [r for r in _unique(consumers.get(dq.output[0], [])) if r.name in wide]:
+                    added_nodes += _edge(reader, dq.output[0], names, (s_name, z_name))
             continue
         q.input[1], q.input[2:] = s_name, [z_name]
+        retyped.add(q.output[0])
         # a uint8/int8 grid starting at its zero point clamps negatives: onnxruntime's quantizer
         # removed the Relu it made redundant; the symmetric int16 grid needs it back
         one_sided = int(zero.reshape(-1)[0]) == np.iinfo(zero.dtype).min
-        for dq in list(consumers.get(q.output[0], [])):
+        for dq in _unique(consumers.get(q.output[0], [])):
             if dq.op_type != "DequantizeLinear":
                 continue
             dq.input[1], dq.input[2:] = s_name, [z_name]
             out, last = dq.output[0], dq  # ``last`` writes ``out``
             if one_sided:
-                pre, relu = f"{out}__pre", f"{out}__relu"
+                pre, relu = names.fresh(f"{out}__pre"), names.fresh(f"{out}__relu")
+                relu_q, relu_dq = names.fresh(f"{relu}_q"), names.fresh(f"{relu}_dq")
                 dq.output[0] = pre
-                last = helper.make_node("DequantizeLinear", [f"{relu}_q", s_name, z_name], [out],
-                                        name=f"{relu}_dq")
+                last = helper.make_node("DequantizeLinear", [relu_q, s_name, z_name], [out],
+                                        name=relu_dq)
                 added_nodes += [
                     helper.make_node("Relu", [pre], [relu], name=relu),
-                    helper.make_node("QuantizeLinear", [relu, s_name, z_name], [f"{relu}_q"], name=f"{relu}_q"),
+                    helper.make_node("QuantizeLinear", [relu, s_name, z_name], [relu_q], name=relu_q),
                     last]
-            narrow_readers = [r for r in consumers.get(out, []) if r.name not in wide
+            narrow_readers = [r for r in _unique(consumers.get(out, [])) if r.name not in wide
                               and r.op_type not in _QDQ and _is_quantized(r, consumers)]
             for reader in narrow_readers:
-                added_nodes += _edge(reader, out, f"{out}_{reader.name}", narrow)
+                added_nodes += _edge(reader, out, names, narrow)
             if out in outputs:  # the graph output keeps its int8 grid: DQ16 -> Q8 -> DQ8 -> output
-                inner = f"{out}__i16"
+                inner, q8 = names.fresh(f"{out}__i16"), names.fresh(f"{out}__q8")
                 last.output[0] = inner
-                for reader in consumers.get(out, []):
+                for reader in _unique(consumers.get(out, [])):
                     reader.input[:] = [inner if i == out else i for i in reader.input]
                 added_nodes += [
-                    helper.make_node("QuantizeLinear", [inner, *narrow], [f"{out}__q8"], name=f"{out}__q8"),
-                    helper.make_node("DequantizeLinear", [f"{out}__q8", *narrow], [out], name=f"{out}__dq8")]
+                    helper.make_node("QuantizeLinear", [inner, *narrow], [q8], name=q8),
+                    helper.make_node("DequantizeLinear", [q8, *narrow], [out],
+                                     name=names.fresh(f"{out}__dq8"))]
+    for info in [v for v in graph.value_info if v.name in retyped]:
+        graph.value_info.remove(info)
     _insert_sorted(graph, added_nodes)
     return sorted(wide)
 
@@ -157,11 +165,21 @@ def _is_quantized(node: Any, consumers: dict[str, list[Any]]) -> bool:
                               for o in outs)
 
 
-def _edge(reader: Any, name: str, key: str, params: tuple[str, str]) -> list[Any]:
-    """``reader`` reads ``name`` through a new Q/DQ pair with ``params`` (scale, zero point)."""
+def _unique(nodes: list[Any]) -> list[Any]:
+    """Each node once (a node reading a tensor twice, ``Mul(x, x)``, is listed twice)."""
+    seen: set[int] = set()
+    return [n for n in nodes if id(n) not in seen and not seen.add(id(n))]
+
+
+def _edge(reader: Any, name: str, names: Any, params: tuple[str, str]) -> list[Any]:
+    """``reader`` reads ``name`` through a new Q/DQ pair with ``params`` (scale, zero point);
+    the pair's names are fresh in the graph (``names``: a ``graph_names.Names``)."""
     from onnx import helper
 
-    q_out, dq_out = f"{key}__rq", f"{key}__rdq"
+    from ..graph_names import node_key
+
+    key = f"{name}_{node_key(reader)}"
+    q_out, dq_out = names.fresh(f"{key}__rq"), names.fresh(f"{key}__rdq")
     reader.input[:] = [dq_out if i == name else i for i in reader.input]
     return [helper.make_node("QuantizeLinear", [name, *params], [q_out], name=q_out),
             helper.make_node("DequantizeLinear", [q_out, *params], [dq_out], name=dq_out)]

@@ -1,5 +1,6 @@
 """Prepare the float model for quantization: shape inference and onnxruntime's pre-processing
-(constant folding, BatchNorm fusion), which makes calibration ranges match the fused graph."""
+(constant folding, BatchNorm fusion), which makes calibration ranges match the fused graph;
+then every node gets a name of its own (``graph_names.name_nodes``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import logging
 from typing import Any
 
 from ..context import BuildContext
+from ..graph_names import name_nodes
 from ..pipeline import Stage
 
 
@@ -49,5 +51,12 @@ class Prepare(Stage):
             model = onnx.shape_inference.infer_shapes(ctx.float_model)
             onnx.save_model(model, str(dst))
             self.used = {"quant_pre_process": False, "error": str(last)[:200]}
+        model = onnx.load(str(dst))
+        # every node addressable by name from here on (the guard's --keep-float, the int16
+        # rung, the layer report): the pre-processing leaves the nodes it inlines unnamed
+        named = name_nodes(model.graph)
+        if named:
+            onnx.save_model(model, str(dst))
+            self.used["named_nodes"] = named
         ctx.float_path = dst
-        ctx.float_model = onnx.load(str(dst))
+        ctx.float_model = model
