@@ -28,6 +28,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from .opset import axes_of
 from .tflite.qdq_fill import fill_qdq
 
 
@@ -62,16 +63,15 @@ def _spatial_means_to_global_pools(model: onnx.ModelProto,
                                    keep_float: set[str] | frozenset[str]) -> int:
     """ReduceMean over axes 2 and 3 of a 4-D tensor, dims kept, is GlobalAveragePool."""
     ranks = _ranks(model)
-    inits = {i.name: i for i in model.graph.initializer}
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer
+             if i.data_type == onnx.TensorProto.INT64}
     count = 0
     for node in model.graph.node:
         if node.op_type != "ReduceMean" or node.name in keep_float or not node.input:
             continue
         rank = ranks.get(node.input[0])
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        axes = attrs.get("axes")
-        if axes is None and len(node.input) > 1 and node.input[1] in inits:
-            axes = numpy_helper.to_array(inits[node.input[1]]).tolist()
+        axes = axes_of(node, inits)  # the attribute, or the input since opset 18
         if rank != 4 or axes is None or attrs.get("keepdims", 1) != 1:
             continue
         if sorted(int(a) % 4 for a in np.atleast_1d(axes)) != [2, 3]:

@@ -11,6 +11,7 @@ from edgekit.errors import ModelFormatError, UnsupportedModelError
 
 from ..context import BuildContext
 from ..io_spec import describe_io, refuse_scalar_outputs
+from ..map_outputs import unzip_map_outputs
 from ..pipeline import Stage
 
 MIN_OPSET = 13  # per-channel QDQ (axis on QuantizeLinear/DequantizeLinear) needs opset 13
@@ -79,6 +80,8 @@ class LoadOnnx(Stage):
             ctx.warn(f"upgraded the model from opset {opset} to {MIN_OPSET} for per-channel QDQ")
         ctx.source_info.update(opset=opset, ir_version=model.ir_version,
                                producer=f"{model.producer_name} {model.producer_version}".strip())
+        for note in unzip_map_outputs(model):  # ZipMap's sequence of maps: its tensor
+            ctx.report(f"  {note}")
         refuse_scalar_outputs(model, str(path))
         ctx.inputs, ctx.outputs = describe_io(model)
         if not ctx.inputs:

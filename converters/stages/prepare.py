@@ -1,6 +1,7 @@
 """Prepare the float model for quantization: shape inference and onnxruntime's pre-processing
 (constant folding, BatchNorm fusion), which makes calibration ranges match the fused graph;
-then every node gets a name of its own (``graph_names.name_nodes``)."""
+then every node gets a name of its own (``graph_names.name_nodes``) and every Gemm bias row
+becomes a vector (``flat_gemm_biases``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,41 @@ from typing import Any
 from ..context import BuildContext
 from ..graph_names import name_nodes
 from ..pipeline import Stage
+
+
+def flat_gemm_biases(graph: Any) -> int:
+    """Gemm biases written as one row ``[1, N]`` (scikit-learn's and Keras' dense layers: the
+    pre-processing fuses their MatMul + Add into a Gemm) become the vector ``[N]``, which
+    broadcasts the same. onnxruntime's quantizer reads a per-channel bias element by element
+    and raised "The truth value of an array with more than one element is ambiguous" on a
+    row. Returns how many biases were reshaped (a shared one is copied, not edited)."""
+    from onnx import numpy_helper
+
+    from ..graph_names import Names
+
+    inits = {i.name: i for i in graph.initializer}
+    readers: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
+    names = Names(graph)
+    count = 0
+    for node in graph.node:
+        if node.op_type != "Gemm" or len(node.input) < 3 or node.input[2] not in inits:
+            continue
+        bias = inits[node.input[2]]
+        if len(bias.dims) != 2 or bias.dims[0] != 1:
+            continue
+        row = numpy_helper.to_array(bias).reshape(-1)
+        if readers[bias.name] == 1:
+            bias.CopyFrom(numpy_helper.from_array(row, bias.name))
+        else:
+            copy = numpy_helper.from_array(row, names.fresh(f"{bias.name}_vector"))
+            graph.initializer.append(copy)
+            readers[bias.name] -= 1
+            node.input[2] = copy.name
+        count += 1
+    return count
 
 
 class Prepare(Stage):
@@ -55,8 +91,9 @@ class Prepare(Stage):
         # every node addressable by name from here on (the guard's --keep-float, the int16
         # rung, the layer report): the pre-processing leaves the nodes it inlines unnamed
         named = name_nodes(model.graph)
-        if named:
+        flattened = flat_gemm_biases(model.graph)
+        if named or flattened:
             onnx.save_model(model, str(dst))
-            self.used["named_nodes"] = named
+            self.used.update(named_nodes=named, flattened_gemm_biases=flattened)
         ctx.float_path = dst
         ctx.float_model = model

@@ -15,6 +15,8 @@ from __future__ import annotations
 import onnx
 from onnx import helper
 
+from ..graph_names import Names
+
 # ops that move bytes without changing values: a Q after them is a Q before them
 SAME_SCALE = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Identity", "Dropout"}
 # ops whose output holds some of their input's values, unchanged (Gather: constant indices)
@@ -35,6 +37,7 @@ def fill_qdq(model: onnx.ModelProto, int8_ops: set[str], keep_float: set[str],
         for i in n.input:
             consumers.setdefault(i, []).append(n)
     outputs = {o.name for o in graph.output}
+    names = Names(graph)  # the pairs' names are fresh: no clash with the graph's own
 
     def from_dq(name: str) -> bool:
         p = producer.get(name)
@@ -65,7 +68,7 @@ def fill_qdq(model: onnx.ModelProto, int8_ops: set[str], keep_float: set[str],
         q = downstream_q(out)
         if q is None:
             continue
-        q_name, dq_name = f"{out}_edgekit_q", f"{out}_edgekit_dq"
+        q_name, dq_name = names.fresh(f"{out}_edgekit_q"), names.fresh(f"{out}_edgekit_dq")
         args = list(q.input[1:])
         inserted.append((node, [
             helper.make_node("QuantizeLinear", [out, *args], [q_name], name=q_name),
@@ -77,7 +80,7 @@ def fill_qdq(model: onnx.ModelProto, int8_ops: set[str], keep_float: set[str],
                     u.input[k] = dq_name
     # the pairs just inserted now produce their consumers' inputs
     producer.update({o: n for _, pair in inserted for n in pair for o in n.output})
-    before = _quantize_byte_mover_inputs(graph, producer, consumers, keep_float) \
+    before = _quantize_byte_mover_inputs(graph, producer, consumers, keep_float, names) \
         if byte_movers else {}
     # keep the node list topologically sorted: each pair goes right after its producer
     # (or, for a byte mover's input, right before the mover)
@@ -94,7 +97,7 @@ def fill_qdq(model: onnx.ModelProto, int8_ops: set[str], keep_float: set[str],
 
 
 def _quantize_byte_mover_inputs(graph: onnx.GraphProto, producer: dict, consumers: dict,
-                                keep_float: set[str]) -> dict[int, list[onnx.NodeProto]]:
+                                keep_float: set[str], names: Names) -> dict[int, list[onnx.NodeProto]]:
     """The other gap: onnxruntime leaves a byte mover float when its input is a float
     model input (``x[:, None]`` on the audio, ``state[0]`` on a recurrent state) although its
     output is quantized::
@@ -120,11 +123,10 @@ def _quantize_byte_mover_inputs(graph: onnx.GraphProto, producer: dict, consumer
         if len(params) != 1:
             continue
         args = list(params.pop())
-        base = f"{node.output[0]}_edgekit_in"
-        q = helper.make_node("QuantizeLinear", [node.input[0], *args], [f"{base}_q"],
-                             name=f"{base}_q")
-        dq = helper.make_node("DequantizeLinear", [f"{base}_q", *args], [f"{base}_dq"],
-                              name=f"{base}_dq")
-        node.input[0] = f"{base}_dq"
+        q_name = names.fresh(f"{node.output[0]}_edgekit_in_q")
+        dq_name = names.fresh(f"{node.output[0]}_edgekit_in_dq")
+        q = helper.make_node("QuantizeLinear", [node.input[0], *args], [q_name], name=q_name)
+        dq = helper.make_node("DequantizeLinear", [q_name, *args], [dq_name], name=dq_name)
+        node.input[0] = dq_name
         before[id(node)] = [q, dq]
     return before

@@ -83,3 +83,78 @@ def quantize(source: Path, out: Path, x: np.ndarray) -> Path:
                         per_channel=True, activation_type=QuantType.QUInt8,
                         weight_type=QuantType.QInt8, extra_options={"WeightSymmetric": True})
     return out
+
+
+def _dense(rng: np.random.Generator, name: str, rows: int, cols: int) -> list[onnx.TensorProto]:
+    """A dense layer's weights as scikit-learn / Keras exporters write them: a [rows, cols]
+    matrix and a [1, cols] bias row (onnxruntime's pre-processing makes MatMul+Add a Gemm
+    with that row as C)."""
+    return [numpy_helper.from_array((rng.standard_normal((rows, cols)) / np.sqrt(rows)).astype(np.float32),
+                                    f"{name}_w"),
+            numpy_helper.from_array(rng.standard_normal((1, cols)).astype(np.float32) * 0.1, f"{name}_b")]
+
+
+def _mlp_nodes(first: str, widths: tuple[int, ...]) -> list[onnx.NodeProto]:
+    nodes, x = [], first
+    for k in range(len(widths) - 1):
+        nodes += [helper.make_node("MatMul", [x, f"d{k}_w"], [f"mm{k}"], name=f"MatMul{k}"),
+                  helper.make_node("Add", [f"mm{k}", f"d{k}_b"], [f"add{k}"], name=f"Add{k}")]
+        x = f"add{k}"
+        if k < len(widths) - 2:
+            nodes.append(helper.make_node("Relu", [x], [f"act{k}"], name=f"Relu{k}"))
+            x = f"act{k}"
+    return nodes
+
+
+def byte_classifier(path: Path, features: int = 32, classes: int = 4) -> Path:
+    """A classifier whose input is int32 byte values (0..255): Cast, scale, a two-layer MLP
+    with [1, N] bias rows, Softmax."""
+    rng = np.random.default_rng(2)
+    widths = (features, 16, classes)
+    inits = [w for k in range(len(widths) - 1) for w in _dense(rng, f"d{k}", widths[k], widths[k + 1])]
+    inits.append(numpy_helper.from_array(np.array(1 / 255, np.float32), "inv255"))
+    nodes = [helper.make_node("Cast", ["bytes"], ["as_float"], to=TensorProto.FLOAT, name="cast"),
+             helper.make_node("Mul", ["as_float", "inv255"], ["scaled"], name="scale"),
+             *_mlp_nodes("scaled", widths),
+             helper.make_node("Softmax", [f"add{len(widths) - 2}"], ["probs"], name="softmax", axis=1)]
+    graph = helper.make_graph(
+        nodes, "bytes", [helper.make_tensor_value_info("bytes", TensorProto.INT32, ["N", features])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["N", classes])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def zipmap_mlp(path: Path, features: int = 16, classes: int = 3) -> Path:
+    """skl2onnx's MLPClassifier graph with its defaults: MLP -> Softmax ('out_activations_result')
+    read by ArgMax -> ArrayFeatureExtractor (the int64 label) and by ZipMap (ai.onnx.ml: the
+    probabilities as a sequence of maps)."""
+    rng = np.random.default_rng(3)
+    widths = (features, 12, classes)
+    inits = [w for k in range(len(widths) - 1) for w in _dense(rng, f"d{k}", widths[k], widths[k + 1])]
+    inits += [numpy_helper.from_array(np.arange(classes, dtype=np.int64), "classes"),
+              numpy_helper.from_array(np.array([-1], np.int64), "flat")]
+    last = f"add{len(widths) - 2}"
+    nodes = [helper.make_node("Cast", ["X"], ["cast_input"], to=TensorProto.FLOAT, name="Cast"),
+             *_mlp_nodes("cast_input", widths),
+             helper.make_node("Softmax", [last], ["out_activations_result"], name="Relu2", axis=1),
+             helper.make_node("ArgMax", ["out_activations_result"], ["argmax_output"], name="ArgMax",
+                              axis=1),
+             helper.make_node("ArrayFeatureExtractor", ["classes", "argmax_output"], ["label_raw"],
+                              name="ArrayFeatureExtractor", domain="ai.onnx.ml"),
+             helper.make_node("Reshape", ["label_raw", "flat"], ["output_label"], name="Reshape"),
+             helper.make_node("ZipMap", ["out_activations_result"], ["output_probability"],
+                              name="ZipMap", domain="ai.onnx.ml",
+                              classlabels_int64s=list(range(classes)))]
+    probability = helper.make_value_info("output_probability", helper.make_sequence_type_proto(
+        helper.make_map_type_proto(TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, None))))
+    graph = helper.make_graph(
+        nodes, "mlp", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, features])],
+        [helper.make_tensor_value_info("output_label", TensorProto.INT64, [None]), probability],
+        initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("ai.onnx.ml", 1)])
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, str(path))
+    return path
