@@ -77,6 +77,7 @@ setup(
             "rapidfuzz>=3.0",  # edit distance for the ctc metric's character error rate
             "cryptography>=42",  # edgekit build --sign, edgekit keygen
             "tomli-w>=1.0",  # edgekit build --save-config writes the TOML --config reads
+            "onnxscript>=0.5",  # its constant folder inlines the If branches a --const decides
         ],
         # --executor ray: the build's shards and candidates as Ray tasks (converters/executor)
         "ray": ["ray==2.60.0"],

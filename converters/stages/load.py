@@ -1,4 +1,5 @@
-"""Load an ONNX source model: read it (never modify it), check it, describe its inputs/outputs."""
+"""Load an ONNX source model: read it (never modify the file), check it, describe its inputs/outputs;
+the copy the build works on has one name per node and tensor outputs only."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from edgekit.artifact import sha256_file
 from edgekit.errors import ModelFormatError, UnsupportedModelError
 
 from ..context import BuildContext
+from ..graph_names import name_nodes
 from ..io_spec import describe_io, refuse_scalar_outputs
 from ..map_outputs import unzip_map_outputs
 from ..pipeline import Stage
@@ -82,6 +84,7 @@ class LoadOnnx(Stage):
                                producer=f"{model.producer_name} {model.producer_version}".strip())
         for note in unzip_map_outputs(model):  # ZipMap's sequence of maps: its tensor
             ctx.report(f"  {note}")
+        name_nodes(model.graph)  # unnamed or twice-named nodes (spox's 'F0::anon'): one name each
         refuse_scalar_outputs(model, str(path))
         ctx.inputs, ctx.outputs = describe_io(model)
         if not ctx.inputs:

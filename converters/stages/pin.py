@@ -136,6 +136,7 @@ class PinShapes(Stage):
     def run(self, ctx: BuildContext) -> None:
         import onnx
 
+        from ..fold_branches import fold_constant_branches
         from ..shapes import freeze_inputs, pin_inputs
 
         config = ctx.config
@@ -161,6 +162,7 @@ class PinShapes(Stage):
         if not consts and not pinned:
             self.used = {"pinned": {}}
             return
+        model, branches = fold_constant_branches(model)  # before onnxruntime's optimizer
         mark_output_batch_axes(ctx.inputs, ctx.outputs)
         for spec in ctx.inputs:
             if spec["name"] in pinned:
@@ -174,6 +176,7 @@ class PinShapes(Stage):
         os.chmod(ctx.float_path, 0o600)
         self.used = {"pinned": {n: list(s) for n, s in pinned.items()},
                      "from": "--input-shape" if asked else "calibration data",
-                     "consts": {k: np.asarray(v).tolist() for k, v in consts.items()}}
+                     "consts": {k: np.asarray(v).tolist() for k, v in consts.items()},
+                     **({"folded_branches": branches} if branches else {})}
         ctx.report("  pinned " + ", ".join(f"{n} {list(s)}" for n, s in pinned.items())
                    + (f"; frozen {', '.join(sorted(consts))}" if consts else ""))

@@ -158,3 +158,50 @@ def zipmap_mlp(path: Path, features: int = 16, classes: int = 3) -> Path:
     onnx.checker.check_model(model, full_check=True)
     onnx.save(model, str(path))
     return path
+
+
+def nested_branches(path: Path) -> Path:
+    """silero-vad 6.2.3 in miniature: ``If(sr == 16000)`` whose branches hold an ``If`` on a
+    shape, whose branches hold another, reading a tensor two scopes up."""
+    def leaf(name: str, k: float, reads: str) -> onnx.GraphProto:
+        return helper.make_graph(
+            [helper.make_node("Mul", [reads, f"{name}_k"], [f"{name}_y"], name=f"{name}_mul")], name, [],
+            [helper.make_tensor_value_info(f"{name}_y", TensorProto.FLOAT, None)],
+            initializer=[numpy_helper.from_array(np.array(k, np.float32), f"{name}_k")])
+
+    def on_rows(name: str, of: str, then: onnx.GraphProto, other: onnx.GraphProto,
+                first: list[onnx.NodeProto] = ()) -> onnx.GraphProto:
+        nodes = [*first,
+                 helper.make_node("Shape", [of], [f"{name}_shape"], name=f"{name}_shape"),
+                 helper.make_node("Gather", [f"{name}_shape", "zero"], [f"{name}_rows"], name=f"{name}_rows",
+                                  axis=0),
+                 helper.make_node("Equal", [f"{name}_rows", "one"], [f"{name}_single"], name=f"{name}_single"),
+                 helper.make_node("If", [f"{name}_single"], [f"{name}_y"], name=f"{name}_if",
+                                  then_branch=then, else_branch=other)]
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(f"{name}_y", TensorProto.FLOAT, None)])
+
+    def outer(name: str, gain: float) -> onnx.GraphProto:
+        middle = on_rows(f"{name}_m", f"{name}_h", leaf(f"{name}_t", 2.0, f"{name}_h"),
+                         leaf(f"{name}_e", 3.0, f"{name}_h"),
+                         first=[helper.make_node("Neg", [f"{name}_h"], [f"{name}_n"], name=f"{name}_neg")])
+        deep = on_rows(f"{name}_d", f"{name}_h", middle, leaf(f"{name}_f", 4.0, f"{name}_h"))
+        graph = on_rows(name, "x", deep, leaf(f"{name}_g", 5.0, "x"),
+                        first=[helper.make_node("Mul", ["x", "gain"], [f"{name}_h"], name=f"{name}_gain")])
+        return graph
+
+    nodes = [helper.make_node("Equal", ["sr", "rate"], ["is16k"], name="is16k"),
+             helper.make_node("If", ["is16k"], ["branch"], name="by_rate",
+                              then_branch=outer("a", 1.0), else_branch=outer("b", 0.5)),
+             helper.make_node("Relu", ["branch"], ["y"], name="relu")]
+    graph = helper.make_graph(
+        nodes, "vad", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8]),
+                       helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])],
+        initializer=[numpy_helper.from_array(np.array(16000, np.int64), "rate"),
+                     numpy_helper.from_array(np.array(0, np.int64), "zero"),
+                     numpy_helper.from_array(np.array(1, np.int64), "one"),
+                     numpy_helper.from_array(np.array(1.5, np.float32), "gain")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, str(path))
+    return path
