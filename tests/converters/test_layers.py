@@ -36,9 +36,9 @@ def test_converters_have_no_import_cycle() -> None:
 
 # docs/architecture.md, "Layers": a module may import its own layer and the ones before it
 LAYERS = [
-    ("contracts", ["context", "pipeline"]),
+    ("contracts", ["context", "pipeline", "graph_check"]),
     ("helpers", ["runner", "qdq", "data", "shapes", "cache", "io_spec", "executor",
-                 "content_key"]),
+                 "content_key", "graph_names", "opset", "map_outputs", "fold_branches"]),
     ("libraries", ["estimate", "tflite", "pruning", "pytorch", "metrics", "emulation", "task_accuracy",
                    "split_packed", "input_checks", "bundle", "host_speed", "report",
                    "sharded_calibration", "int8_pool"]),
