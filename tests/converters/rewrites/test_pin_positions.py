@@ -88,3 +88,18 @@ def test_the_angle_classifier_skeleton_builds_at_48x192(tmp_path, dynamic_batch)
         assert model.predict(np.zeros((batch, 3, 48, 192), np.float32)).shape == (batch, 2)
     finally:
         model.close()
+
+
+def test_a_shared_name_binds_across_inputs_not_within_one():
+    from edgekit.converters.context import Dataset
+    from edgekit.converters.stages.pin import shapes_from_data
+
+    from edgekit.errors import CalibrationError
+
+    lines = Dataset({"x": np.zeros((2, 3, 48, 192), np.float32)}, None, "lines")
+    inputs = [{"name": "x", "shape": [-1, 3, "side", "side"]}]
+    assert shapes_from_data(inputs, [lines], False) == {"x": (1, 3, 48, 192)}
+    pair = Dataset({"a": np.zeros((2, 5), np.float32), "b": np.zeros((2, 7), np.float32)}, None, "pair")
+    with pytest.raises(CalibrationError, match="symbolic dim 'seq' is 5 .* but 7"):
+        shapes_from_data([{"name": "a", "shape": ["N", "seq"]}, {"name": "b", "shape": ["N", "seq"]}],
+                         [pair], False)
