@@ -187,6 +187,9 @@ class BuildContext:
     quant_path: Path | None = None  # the chosen int8 ONNX model
     quantization: dict[str, Any] = field(default_factory=dict)  # manifest "quantization"
     validation: dict[str, Any] = field(default_factory=dict)  # manifest "validation"
+    # per-sample parts of the validation figures (metrics.evidence.PerSample), not in the manifest:
+    # "reference" (the reference PTQ's), for paired comparisons with the artifact
+    evidence: dict[str, Any] = field(default_factory=dict)
     models: list[dict[str, Any]] = field(default_factory=list)  # manifest "models" (no bytes)
     model_bytes: dict[str, bytes] = field(default_factory=dict)  # member path -> bytes
     extra_manifest: dict[str, Any] = field(default_factory=dict)  # sections added by stages
