@@ -128,7 +128,9 @@ def summary_lines(result: Any) -> list[str]:
         if guard.get("met"):
             last = guard["attempts"][-1]
             rung = last.get("rung", "float")
-            lines.append(f"  accuracy guard: budget met with {len(last['nodes'])} node(s) "
+            verdict = (last.get("evidence") or {}).get("verdict")
+            outcome = "budget met" if verdict in (None, "met") else "no longer a miss (the evidence cannot tell)"
+            lines.append(f"  accuracy guard: {outcome} with {len(last['nodes'])} node(s) "
                          f"{'float' if rung == 'float' else 'at ' + rung} "
                          f"(ladder {' -> '.join(guard.get('ladder', []))})")
         elif "accepted_drop" in guard:

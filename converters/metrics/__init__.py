@@ -25,8 +25,8 @@ from .choose import DefaultMetric, choose_default
 from .user import load_callable, user_metric
 
 METRICS: dict[str, Metric] = {"top1": top1.top1, "detection": detection.detection, "ctc": ctc.ctc,
-                              "map_iou": dense.map_iou, "embedding": dense.embedding, "tags": dense.tags,
-                              "regression": dense.regression, "signal": signal.signal, "sqnr": sqnr.sqnr}
+                              "sqnr": sqnr.sqnr, "map_iou": dense.map_iou, "embedding": dense.embedding,
+                              "tags": dense.tags, "regression": dense.regression, "signal": signal.signal}
 # options each built-in metric accepts (CLI flags map onto these)
 OPTIONS: dict[str, frozenset[str]] = {
     "top1": frozenset(),

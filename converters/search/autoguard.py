@@ -59,10 +59,15 @@ class Attempt:
     score: TaskScore
     met: bool
     rung: str = "float"
+    budget: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"float_tensors": self.float_tensors, "nodes": self.nodes, "rung": self.rung,
-                "drop": round(self.score.drop, 4), "evidence": self.score.evidence.to_dict(), "met": self.met}
+                "drop": round(self.score.drop, 4), "evidence": self.evidence, "met": self.met}
+
+    @property
+    def evidence(self) -> dict[str, Any]:
+        return self.score.evidence.to_dict(self.budget) if self.budget is not None else self.score.evidence.to_dict()
 
 
 @dataclass
@@ -190,7 +195,8 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
                     break
                 path = rebuild(ctx, method, nodes, k, rung)
                 score = scorer.score(path)[1]
-                attempt = Attempt([p.tensor for p in plan], nodes, path, score, acceptable(score), rung)
+                attempt = Attempt([p.tensor for p in plan], nodes, path, score, acceptable(score), rung,
+                                  scorer.task.budget(ctx.profile)[0])
                 outcome.attempts.append(attempt)
                 progress(0)
                 ctx.report(f"  accuracy guard: {len(plan)} tensor(s) {rung} ({len(nodes)} nodes): "

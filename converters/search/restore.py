@@ -30,7 +30,7 @@ import numpy as np
 
 from ..context import Dataset
 from ..runner import run_dataset, session
-from .guard import Q_SUFFIX, Sensitivity, fix_set, local_sqnr, sqnr_db
+from .guard import FUSED_ACTIVATIONS, Q_SUFFIX, Sensitivity, fix_set, local_sqnr, sqnr_db
 
 CANDIDATES = 24   # tensors restored one at a time
 SUBSET = 16       # validation samples each is scored on
@@ -44,13 +44,18 @@ class Restorable:
     kind: str         # "activation" | "weight"
     dq_output: str    # the DequantizeLinear output its readers use in the QDQ model
     source: str       # what they read instead: the float activation, or the float weight's name
+    # the float model's activation node (Relu, Clip) onnxruntime folded into the QuantizeLinear's
+    # clamp: bypassing the pair must apply it again
+    reapply: str = ""
 
 
 def restorables(qdq: Any, float_model: Any) -> dict[str, Restorable]:
     """Every quantized tensor of the QDQ model that one edit can restore."""
     producer = {o: n for n in qdq.graph.node for o in n.output}
+    float_producer = {o: n for n in float_model.graph.node for o in n.output}
     inits = {i.name for i in qdq.graph.initializer}
-    floats = {i.name for i in float_model.graph.initializer}
+    # biases (int32, scale from input x weight) add no measurable noise: weights of rank >= 2 only
+    floats = {i.name for i in float_model.graph.initializer if len(i.dims) >= 2}
     found: dict[str, Restorable] = {}
     for node in qdq.graph.node:
         if node.op_type != "DequantizeLinear":
@@ -59,13 +64,17 @@ def restorables(qdq: Any, float_model: Any) -> dict[str, Restorable]:
         if source in inits:  # a weight: <name>_quantized
             name = source.removesuffix("_quantized")
             if name in floats and name not in found:
-                found[name] = Restorable(name, "weight", node.output[0], name)
+                found[name] = Restorable(name, "weight", node.output[0], f"{name}__ek_float")
             continue
         q = producer.get(source)
         if q is None or q.op_type != "QuantizeLinear" or q.input[0] in inits:
             continue
         name = q.input[0].removesuffix(Q_SUFFIX)
-        found.setdefault(name, Restorable(name, "activation", node.output[0], q.input[0]))
+        was, now = float_producer.get(name), producer.get(q.input[0])
+        folded = (was is not None and was.op_type in FUSED_ACTIVATIONS
+                  and (now is None or now.op_type != was.op_type))
+        found.setdefault(name, Restorable(name, "activation", node.output[0], q.input[0],
+                                          was.name if folded and was is not None else ""))
     return found
 
 
@@ -77,16 +86,34 @@ def restored(qdq: Any, float_model: Any, items: list[Restorable]) -> bytes:
     copy.CopyFrom(qdq)
     have = {i.name for i in copy.graph.initializer}
     weights = {i.name: i for i in float_model.graph.initializer}
+    float_nodes = {n.name: n for n in float_model.graph.node}
     rewire = {}
+    added = []
     for item in items:
         rewire[item.dq_output] = item.source
-        if item.kind == "weight" and item.source not in have:
-            copy.graph.initializer.append(weights[item.source])
+        if item.reapply:  # the folded activation, on the float tensor the Q read
+            node = onnx.NodeProto()
+            node.CopyFrom(float_nodes[item.reapply])
+            node.name, node.input[0] = f"{node.name}__ek_restored", item.source
+            node.output[:] = [f"{item.tensor}__ek_restored"]
+            for extra in node.input[1:]:
+                if extra and extra in weights and extra not in have:
+                    copy.graph.initializer.append(weights[extra])
+                    have.add(extra)
+            added.append(node)
+            rewire[item.dq_output] = node.output[0]
+        if item.kind == "weight" and item.source not in have:  # under its own name: ORT may reuse the old
+            init = onnx.TensorProto()
+            init.CopyFrom(weights[item.tensor])
+            init.name = item.source
+            copy.graph.initializer.append(init)
             have.add(item.source)
     for node in copy.graph.node:
         if node.op_type == "DequantizeLinear" and node.output[0] in rewire:
             continue
         node.input[:] = [rewire.get(i, i) for i in node.input]
+    for node in added:
+        _insert_after_producer(copy.graph, node)
     outputs = {o.name for o in copy.graph.output}
     for node in copy.graph.node:  # a restored graph output: the DQ still writes it, from float
         if node.op_type == "DequantizeLinear" and node.output[0] in rewire and node.output[0] in outputs:
@@ -94,6 +121,12 @@ def restored(qdq: Any, float_model: Any, items: list[Restorable]) -> bytes:
             node.input[:] = [rewire[node.output[0]]]
             del node.attribute[:]
     return copy.SerializeToString()
+
+
+def _insert_after_producer(graph: Any, node: Any) -> None:
+    """Insert ``node`` right after the node making its first input (onnx wants nodes sorted)."""
+    at = next((k + 1 for k, n in enumerate(graph.node) if node.input[0] in n.output), 0)
+    graph.node.insert(at, node)
 
 
 def head_tensors(float_model: Any, quantized: set[str], depth: int = HEAD_DEPTH) -> list[str]:
