@@ -10,8 +10,9 @@ from edgekit.converters.context import BuildConfig
 from edgekit.converters.metrics import get_metric
 from edgekit.converters.metrics.evidence import Evidence, PerSample, compare
 from edgekit.converters.task_accuracy import BuildMetric
-from edgekit.errors import BudgetError
 from edgekit.targets import load_profile
+
+from edgekit.errors import BudgetError
 
 from ..conftest import DIGITS_NPZ
 from .sizing import outlier_digits
