@@ -157,9 +157,12 @@ class Validate(Stage):
         began = time.monotonic()
         prepared = ctx.workdir / "prepared.onnx"
         batched = not all(isinstance(i["shape"][i.get("batch_axis", 0)], int) for i in ctx.inputs)
+        # equalization left the prepared model as it was: the build's min-max ranges are its ranges
+        same = ctx.float_path == prepared and ctx.activation_type == "uint8"
         try:
             path = reference_ptq(prepared if prepared.exists() else ctx.float_path, ctx.calib,
-                                 ctx.workdir / "reference-ptq.onnx", batched)
+                                 ctx.workdir / "reference-ptq.onnx", batched,
+                                 ctx.ranges.get("minmax") if same else None)
             _metrics, score = scorer.score(path)
         except Exception as exc:  # noqa: BLE001 - the reference is a yardstick, never a reason to fail
             return {"error": f"{type(exc).__name__}: {str(exc)[:200]}", "line": f"not scored ({exc})"[:200]}
