@@ -108,6 +108,26 @@ def held_out(name: str, artifact: Path, metric: str) -> str:
     reference = [np.concatenate(part) for part in zip(*[session.run(None, {k: data[k][i:i + 1] for k in names})
                                                        for i in range(count)], strict=True)]
     parts = []
+    with tempfile.TemporaryDirectory() as tmp:  # the peers' PTQ on the same held-out samples
+        from edgekit.converters.context import Dataset
+        from edgekit.converters.reference_ptq import reference_ptq
+        from edgekit.converters.runner import run_dataset
+        from edgekit.converters.runner import session as exact_session
+        from onnxruntime.quantization.shape_inference import quant_pre_process
+
+        prepared = Path(tmp) / "prepared.onnx"
+        try:
+            quant_pre_process(str(ZOO / name / source), str(prepared))
+        except Exception:  # noqa: BLE001 - symbolic shapes fail on dynamic exports: plain inference
+            quant_pre_process(str(ZOO / name / source), str(prepared), skip_symbolic_shape=True)
+        calib = dict(np.load(ZOO / name / "calib.npz"))
+        peer = reference_ptq(prepared, Dataset(calib), Path(tmp) / "peer.onnx")
+        got = run_dataset(exact_session(peer, exact_int8=True), Dataset(data))
+        result = get_metric(metric)(reference, got)
+        from edgekit.converters.metrics.evidence import Evidence
+
+        evidence = Evidence.of(result.per_sample) if result.per_sample is not None else None
+        parts.append(f"peer PTQ {interval(evidence.to_dict() if evidence else None)}")
     for backend in ("litert", "onnxruntime"):
         try:
             model = edgekit.load(artifact, backend=backend)

@@ -162,7 +162,7 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
         if not items or cut():
             return outcome
         ceiling_path = ctx.workdir / "guard-ceiling.onnx"
-        ceiling_path.write_bytes(restore.restored(qdq, float_model, items))
+        ceiling_path.write_bytes(restore.restored(qdq, float_model, [r for group in items for r in group]))
         outcome.ceiling = scorer.score(ceiling_path)[1]
         progress(0)
         if not acceptable(outcome.ceiling):

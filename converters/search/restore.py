@@ -33,8 +33,8 @@ from ..runner import run_dataset, session
 from .guard import FUSED_ACTIVATIONS, Q_SUFFIX, Sensitivity, fix_set, local_sqnr, sqnr_db
 
 CANDIDATES = 24   # tensors restored one at a time
-SUBSET = 16       # validation samples each is scored on
-HEAD_DEPTH = 6    # nodes from a graph output that count as the head
+SUBSET = 8        # validation samples each is scored on (the worst first)
+HEAD_DEPTH = 8    # nodes from a graph output that count as the head
 Score = Callable[[list[np.ndarray], list[np.ndarray]], float]  # (float outputs, int8 outputs) -> points
 
 
@@ -150,9 +150,50 @@ def head_tensors(float_model: Any, quantized: set[str], depth: int = HEAD_DEPTH)
     return ordered
 
 
+COMPUTE = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+
+
+def branches(float_model: Any, quantized: set[str], depth: int = HEAD_DEPTH) -> list[tuple[str, list[str]]]:
+    """The output branches: for a graph output made by a node of several inputs (a detector's
+    Concat of boxes and class scores), each input's quantized ancestry back to and including
+    its last compute layers (a class-score branch: Sigmoid, reshapes, the cv3 convs and weights)."""
+    producer = {o: n for n in float_model.graph.node for o in n.output}
+    out = []
+    for output in float_model.graph.output:
+        node = producer.get(output.name)
+        while node is not None and len([i for i in node.input if i in producer]) == 1 \
+                and node.op_type not in COMPUTE:  # walk down a single chain to the joining node
+            node = producer[next(i for i in node.input if i in producer)]
+        if node is None or len([i for i in node.input if i in producer]) < 2:
+            continue
+        for root in (i for i in node.input if i in producer):
+            members: list[str] = []
+            frontier, seen = [root], set()
+            for _ in range(depth):
+                following = []
+                for tensor in frontier:
+                    if tensor in seen:
+                        continue
+                    seen.add(tensor)
+                    if tensor in quantized:
+                        members.append(tensor)
+                    maker = producer.get(tensor)
+                    if maker is None:
+                        continue
+                    if maker.op_type in COMPUTE:  # the branch's last compute layer: its weights, not beyond
+                        members += [i for i in maker.input[1:] if i in quantized and i not in members]
+                        continue
+                    following += [i for i in maker.input if i]
+                frontier = following
+            if members:
+                out.append((root, members))
+    return out
+
+
 def candidates(float_model: Any, qdq: Any, float_path: Path, qdq_path: Path, data: Dataset,
-               limit: int = CANDIDATES) -> list[Restorable]:
-    """The head first, then the lowest local SQNR, up to ``limit`` (deterministic order)."""
+               limit: int = CANDIDATES) -> list[list[Restorable]]:
+    """Each output branch as a group, then the head, then the lowest local SQNR, up to
+    ``limit`` (deterministic order)."""
     from onnxruntime.quantization.qdq_loss_debug import create_weight_matching
 
     from .guard import LOCAL_SAMPLES, _quantized_activations
@@ -168,13 +209,22 @@ def candidates(float_model: Any, qdq: Any, float_path: Path, qdq_path: Path, dat
                and np.asarray(pair["dequantized"]).ndim >= 2}
     local = local_sqnr(float_model, data.take(slice(0, min(LOCAL_SAMPLES, len(data)))), activations, matched)
     by_local = sorted((t for t in found if t in local and t not in head), key=lambda t: (local[t], t))
+    groups = [[found[t] for t in members] for _root, members in branches(float_model, set(found))
+              if len(members) > 1]
     # the head gets at most half the places: a deep bottleneck can matter as much
-    chosen = head[:max(limit // 2, limit - len(by_local))]
-    chosen += by_local[:limit - len(chosen)]
-    return [found[t] for t in chosen]
+    room = limit - len(groups)
+    chosen = head[:max(room // 2, room - len(by_local))]
+    chosen += by_local[:room - len(chosen)]
+    return groups + [[found[t]] for t in chosen]
 
 
-def rank(float_model: Any, qdq: Any, items: list[Restorable], reference: list[np.ndarray], subset: Dataset,
+def name_of(group: list[Restorable]) -> str:
+    if len(group) == 1:
+        return group[0].tensor
+    return f"branch of {len(group)} tensors ending {group[0].tensor}"
+
+
+def rank(float_model: Any, qdq: Any, items: list[list[Restorable]], reference: list[np.ndarray], subset: Dataset,
          score: Score, progress: Callable[[int], None] | None = None,
          stop: Callable[[], bool] | None = None) -> tuple[float, list[Sensitivity], int]:
     """(the subset's figure with nothing restored, the candidates best first, runs made):
@@ -187,10 +237,11 @@ def rank(float_model: Any, qdq: Any, items: list[Restorable], reference: list[np
     for order, item in enumerate(items):
         if stop is not None and stop():
             break
-        got = run(restored(qdq, float_model, [item]))
+        got = run(restored(qdq, float_model, item))
         figure, db = score(reference, got), sqnr_db(reference, got)
-        nodes = fix_set(float_model, item.tensor, item.kind)
-        entry = Sensitivity(item.tensor, item.kind, nodes, db, measured="task", task_drop=figure)
+        nodes = sorted({n for member in item for n in fix_set(float_model, member.tensor, member.kind)})
+        kind = "activation" if any(m.kind == "activation" for m in item) else "weight"
+        entry = Sensitivity(name_of(item), kind, nodes, db, measured="task", task_drop=figure)
         ranked.append((figure, -db, order, entry))
         if progress is not None:
             progress(0)
