@@ -35,6 +35,7 @@ from .guard import FUSED_ACTIVATIONS, Q_SUFFIX, Sensitivity, fix_set, local_sqnr
 CANDIDATES = 24   # tensors restored one at a time
 SUBSET = 8        # validation samples each is scored on (the worst first)
 HEAD_DEPTH = 8    # nodes from a graph output that count as the head
+SEGMENTS = 6      # contiguous stretches of the graph's activations, each one candidate
 Score = Callable[[list[np.ndarray], list[np.ndarray]], float]  # (float outputs, int8 outputs) -> points
 
 
@@ -211,6 +212,7 @@ def candidates(float_model: Any, qdq: Any, float_path: Path, qdq_path: Path, dat
     by_local = sorted((t for t in found if t in local and t not in head), key=lambda t: (local[t], t))
     groups = [[found[t] for t in members] for _root, members in branches(float_model, set(found))
               if len(members) > 1]
+    groups += segments(float_model, found)
     # the head gets at most half the places: a deep bottleneck can matter as much
     room = limit - len(groups)
     chosen = head[:max(room // 2, room - len(by_local))]
@@ -218,10 +220,22 @@ def candidates(float_model: Any, qdq: Any, float_path: Path, qdq_path: Path, dat
     return groups + [[found[t]] for t in chosen]
 
 
+def segments(float_model: Any, found: dict[str, Restorable], count: int = SEGMENTS) -> list[list[Restorable]]:
+    """The quantized activations in graph order, cut into ``count`` contiguous stretches: error
+    that builds up over many layers (a detector's early high-resolution blocks) is fixed by a
+    stretch at int16, never by one tensor."""
+    order = {o: k for k, n in enumerate(float_model.graph.node) for o in n.output}
+    acts = sorted((t for t, r in found.items() if r.kind == "activation" and t in order), key=lambda t: order[t])
+    if len(acts) < 2 * count:
+        return []
+    bounds = np.linspace(0, len(acts), count + 1).round().astype(int)
+    return [[found[t] for t in acts[a:b]] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
 def name_of(group: list[Restorable]) -> str:
     if len(group) == 1:
         return group[0].tensor
-    return f"branch of {len(group)} tensors ending {group[0].tensor}"
+    return f"{len(group)} tensors {group[0].tensor} .. {group[-1].tensor}"
 
 
 def rank(float_model: Any, qdq: Any, items: list[list[Restorable]], reference: list[np.ndarray], subset: Dataset,
