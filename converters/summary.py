@@ -125,12 +125,13 @@ def summary_lines(result: Any) -> list[str]:
         lines.append(f"  {packed['line']}")
     guard = m.get("accuracy_guard") or {}
     if "attempts" in guard:
-        if guard.get("met"):
-            last = guard["attempts"][-1]
-            rung = last.get("rung", "float")
-            verdict = (last.get("evidence") or {}).get("verdict")
-            outcome = "budget met" if verdict in (None, "met") else "no longer a miss (the evidence cannot tell)"
-            lines.append(f"  accuracy guard: {outcome} with {len(last['nodes'])} node(s) "
+        chosen = guard.get("chosen") or {}
+        if chosen and "accepted_drop" not in guard:
+            rung = chosen.get("rung", "float")
+            outcome = ("budget met" if chosen.get("verdict") == "met" else
+                       "within the budget (the evidence cannot tell yet)" if guard.get("met") else
+                       "no longer a miss (the evidence cannot tell)")
+            lines.append(f"  accuracy guard: {outcome} with {chosen.get('nodes')} node(s) "
                          f"{'float' if rung == 'float' else 'at ' + rung} "
                          f"(ladder {' -> '.join(guard.get('ladder', []))})")
         elif "accepted_drop" in guard:
