@@ -103,7 +103,7 @@ ACCURACY = [
                  "clearly, else the per-slice signal; recorded in the manifest)."),
     click.Option(["--postprocess"], help="Detection decode as module:function (default: "
                  "YOLO-style)."),
-    click.Option(["--guard-time"], type=float, default=180.0, show_default=True,
+    click.Option(["--guard-time"], type=float, default=900.0, show_default=True,
                  help="Outer safety limit on the accuracy guard, in seconds: its work is fixed (candidates x "
                  "samples, then at most 8 rebuilds), so the same inputs give the same artifact; when this "
                  "limit cuts the work short the summary says so."),

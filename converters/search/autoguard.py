@@ -179,7 +179,7 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
 
         outcome.subset = len(subset)
         _base, ranking, outcome.runs = restore.rank(float_model, qdq, items, reference, subset, figure,
-                                                    progress, cut)
+                                                    progress, cut, scorer.task.budget(ctx.profile)[0])
         outcome.ranked = len(ranking)
         outcome.ranking = ranking
         if ranking:

@@ -240,9 +240,12 @@ def name_of(group: list[Restorable]) -> str:
 
 def rank(float_model: Any, qdq: Any, items: list[list[Restorable]], reference: list[np.ndarray], subset: Dataset,
          score: Score, progress: Callable[[int], None] | None = None,
-         stop: Callable[[], bool] | None = None) -> tuple[float, list[Sensitivity], int]:
+         stop: Callable[[], bool] | None = None,
+         enough: float | None = None) -> tuple[float, list[Sensitivity], int]:
     """(the subset's figure with nothing restored, the candidates best first, runs made):
-    each restored alone and scored; ``stop()`` ends the work early (the outer time limit)."""
+    each restored alone and scored, in the fixed order given; a candidate that alone brings the
+    worst samples within ``enough`` ends the ranking (it is the first plan whatever follows);
+    ``stop()`` ends it early too (the outer time limit)."""
     def run(model: bytes) -> list[np.ndarray]:
         return run_dataset(session(model, threads=1, exact_int8=True), subset)
 
@@ -259,6 +262,8 @@ def rank(float_model: Any, qdq: Any, items: list[list[Restorable]], reference: l
         ranked.append((figure, -db, order, entry))
         if progress is not None:
             progress(0)
+        if enough is not None and figure <= enough:
+            break
     ranked.sort(key=lambda r: r[:3])
     return base, [r[3] for r in ranked], len(ranked) + 1
 
