@@ -75,7 +75,7 @@ class BuildConfig:
     # accuracy you can trust (issue 14): task metric, the default-on guard, input checks
     metric: str | None = None  # top1 | detection | ctc | sqnr | module:function; None: chosen from outputs
     postprocess: str | None = None  # detection: module:function decoding outputs into boxes
-    guard_time: float = 180.0  # seconds the accuracy guard may spend before giving up
+    guard_time: float = 900.0  # outer safety limit (s) on the accuracy guard, whose work is fixed
     accept_accuracy_drop: bool = False  # ship a build that misses the accuracy budget (said so)
     objective: str = "accuracy"  # "latency": ship float where int8 is slower on the target (search/speed_choice.py, per layer search/layer_speed.py)
     random_weights: bool = False  # PyTorch module sources: building without --weights is intended
@@ -187,6 +187,9 @@ class BuildContext:
     quant_path: Path | None = None  # the chosen int8 ONNX model
     quantization: dict[str, Any] = field(default_factory=dict)  # manifest "quantization"
     validation: dict[str, Any] = field(default_factory=dict)  # manifest "validation"
+    # per-sample parts of the validation figures (metrics.evidence.PerSample), not in the manifest:
+    # "reference" (the reference PTQ's), for paired comparisons with the artifact
+    evidence: dict[str, Any] = field(default_factory=dict)
     models: list[dict[str, Any]] = field(default_factory=list)  # manifest "models" (no bytes)
     model_bytes: dict[str, bytes] = field(default_factory=dict)  # member path -> bytes
     extra_manifest: dict[str, Any] = field(default_factory=dict)  # sections added by stages

@@ -43,6 +43,32 @@ def ptq_line(q: dict[str, Any]) -> str:
     return "  post-training: " + "; ".join(parts) if parts else ""
 
 
+def decision_lines(val: dict[str, Any]) -> list[str]:
+    """What was judged (accuracy with labels, agreement without), the figure with N and its
+    interval and verdict, and the reference PTQ beside it (issue 31)."""
+    check = val.get("accuracy_budget") or {}
+    lines = []
+    if check.get("line"):
+        what = ("accuracy against the labels" if check.get("judged") == "accuracy"
+                else "agreement with float (no labels)")
+        lines.append(f"  judged: {what}, {check['line']}")
+    reference = val.get("reference_ptq") or {}
+    if reference.get("line"):
+        versus = check.get("versus_reference") or {}
+        if versus:
+            compared = (f"; the artifact {versus['figure']:+.2f} points against it ({versus['low']:+.2f}.."
+                        f"{versus['high']:+.2f}): {'WORSE beyond noise' if versus.get('worse') else 'not worse'}")
+        else:
+            compared = ""
+        lines.append(f"  reference PTQ ({reference.get('tool', 'onnxruntime quantize_static')}): "
+                     f"{reference['line']}{compared}")
+    metric = val.get("metric") or {}
+    if metric.get("name") == "signal":
+        lines.append("  no task read from the outputs: judged by the conservative per-slice signal; pass --metric "
+                     + (metric.get("suggest") or "NAME") + " to judge the task")
+    return lines
+
+
 def summary_lines(result: Any) -> list[str]:
     m = result.manifest
     sizes = m.get("sizes", {})
@@ -71,7 +97,8 @@ def summary_lines(result: Any) -> list[str]:
         metric = val.get("metric")
         if isinstance(metric, dict) and "score" in metric:
             lines.append(f"  task metric {metric['name']} ({metric.get('reason', '')}): {metric['score']:.4g} "
-                         f"{metric['unit']}, drop {metric['drop']:.2f} points")
+                         f"{metric['unit']}")
+        lines += decision_lines(val)
         worst = val.get("worst_slice")
         if worst:
             lines.append(f"  worst slice: {worst['output']} channels {worst['channels'][0]}..{worst['channels'][1]} "
@@ -98,10 +125,13 @@ def summary_lines(result: Any) -> list[str]:
         lines.append(f"  {packed['line']}")
     guard = m.get("accuracy_guard") or {}
     if "attempts" in guard:
-        if guard.get("met"):
-            last = guard["attempts"][-1]
-            rung = last.get("rung", "float")
-            lines.append(f"  accuracy guard: budget met with {len(last['nodes'])} node(s) "
+        chosen = guard.get("chosen") or {}
+        if chosen and "accepted_drop" not in guard:
+            rung = chosen.get("rung", "float")
+            outcome = ("budget met" if chosen.get("verdict") == "met" else
+                       "within the budget (the evidence cannot tell yet)" if guard.get("met") else
+                       "no longer a miss (the evidence cannot tell)")
+            lines.append(f"  accuracy guard: {outcome} with {chosen.get('nodes')} node(s) "
                          f"{'float' if rung == 'float' else 'at ' + rung} "
                          f"(ladder {' -> '.join(guard.get('ladder', []))})")
         elif "accepted_drop" in guard:

@@ -7,6 +7,12 @@ or picks the default from the float outputs (``metrics.choose_default``) and kee
 a metric that is not a share (SQNR in dB) falls back to ``(1 - cosine) x 100``, the old rule.
 Per-output, per-slice figures (``metrics.slices``) go with it, so the summary and manifest
 can name the worst slice rather than one cosine over everything.
+
+Every score carries its evidence (``metrics.evidence``): N and a 95% interval. The budget is
+in the units measured (``BuildMetric.budget``): with labels the profile's ``accuracy_drop``
+(points of the task's score lost against the labels); without, the profile's
+``[budgets.agreement]`` entry for the metric (points of disagreement with float: top-1
+decisions changed, float detections lost, CER against float's text, 1 - map IoU, ...).
 """
 
 from __future__ import annotations
@@ -19,11 +25,16 @@ import numpy as np
 
 from .context import BuildConfig, Dataset
 from .metrics import Metric, MetricResult, choose_default, get_metric
+from .metrics.evidence import Evidence
 from .metrics.slices import OutputReport, validate_outputs, worst_slice
 
 # metrics whose labels are the build data's integer labels ('y' in a .npz, image folders);
 # detection and ctc take per-image boxes / sequences the data loader does not produce
 LABELLED = ("top1",)
+# points of disagreement with float that plain per-channel PTQ stays within on real models,
+# when a profile has no [budgets.agreement] entry for the metric (sources in targets/rpi4.toml)
+AGREEMENT_DEFAULTS = {"top1": 10.0, "detection": 5.0, "ctc": 2.0, "map_iou": 10.0, "embedding": 5.0,
+                      "tags": 2.0, "regression": 5.0, "signal": 10.0}
 
 
 @dataclass(frozen=True)
@@ -32,6 +43,7 @@ class TaskScore:
     drop: float          # points the accuracy budget bounds
     basis: str           # what ``drop`` measures, for messages
     outputs: tuple[OutputReport, ...]
+    evidence: Evidence   # ``drop`` with its N and interval
 
     def worst(self) -> dict[str, Any]:
         name, stats = worst_slice(self.outputs)
@@ -44,7 +56,8 @@ class TaskScore:
         r = self.result
         return {"name": r.name, "score": round(r.score, 6), "unit": r.unit, "drop": round(self.drop, 4),
                 "basis": self.basis, "float_score": None if r.float_score is None else round(r.float_score, 6),
-                "details": {k: round(float(v), 6) for k, v in r.details.items()}}
+                "details": {k: round(float(v), 6) for k, v in r.details.items()},
+                "evidence": self.evidence.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -53,35 +66,64 @@ class BuildMetric:
     reason: str
     metric: Metric
     use_labels: bool
+    suggest: str = ""  # the --metric that would judge the task (when the default is the signal)
 
     @classmethod
     def of(cls, config: BuildConfig, reference: list[np.ndarray], has_labels: bool) -> BuildMetric:
         options: dict[str, object] = {}
         if config.postprocess:
             options["postprocess"] = config.postprocess
+        suggest = ""
         if config.metric:
             name, reason = config.metric, f"--metric {config.metric}"
         else:
             choice = choose_default(reference, has_labels)
-            name, reason = choice.name, f"default: {choice.reason}"
+            name, reason, suggest = choice.name, f"default: {choice.reason}", choice.suggest
             if options and name != "detection":
                 name, reason = "detection", "default: --postprocess given, so detection"
         labelled = has_labels and (name in LABELLED or ":" in name)
-        return cls(name, reason, get_metric(name, **options), labelled)
+        return cls(name, reason, get_metric(name, **options), labelled, suggest)
+
+    def budget(self, profile: Any) -> tuple[float, str]:
+        """(limit in points, what it bounds): accuracy with labels, agreement with float without."""
+        if self.use_labels:
+            return float(profile.budgets.accuracy_drop), "accuracy"
+        table = getattr(profile.budgets, "agreement", None) or {}
+        if self.name in table:
+            return float(table[self.name]), "agreement"
+        if self.name in AGREEMENT_DEFAULTS:
+            return AGREEMENT_DEFAULTS[self.name], "agreement"
+        return float(profile.budgets.accuracy_drop), "agreement"  # sqnr, a user metric: the old rule
+
+    def how_to_choose(self) -> str:
+        """For an exit 3: the metric judged and how to pick another."""
+        from .metrics import METRICS
+
+        hint = f" (the outputs suggest --metric {self.suggest})" if self.suggest else ""
+        return (f"judged by metric {self.name!r} ({self.reason}); pick another with --metric "
+                f"{'|'.join(METRICS)} or module:function{hint}")
 
     def score(self, reference: list[np.ndarray], candidate: list[np.ndarray], labels: Any,
               names: list[str], cosine: float) -> TaskScore:
         result = self.metric(reference, candidate, labels if self.use_labels else None)
+        samples = len(reference[0])
         if result.drop is not None:
             drop = float(result.drop)
-            basis = f"{result.name} points lost against float" + (" (labelled)" if self.use_labels else "")
+            basis = (f"{result.name} points lost against the labels" if self.use_labels
+                     else f"{result.name} points of disagreement with float")
         else:
             drop, basis = (1 - cosine) * 100, f"{result.name} is not a share: (1 - cosine) x 100"
+        if result.per_sample is not None and result.drop is not None:
+            evidence = Evidence.of(result.per_sample)
+            drop = evidence.figure
+        else:
+            evidence = Evidence.point(drop, samples, "no per-sample parts: no interval")
         flat = [[a if a.ndim >= 2 else a.reshape(len(a), -1) for a in arrays] for arrays in (reference, candidate)]
-        return TaskScore(result, drop, basis, validate_outputs(flat[0], flat[1], names))
+        return TaskScore(result, drop, basis, validate_outputs(flat[0], flat[1], names), evidence)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "reason": self.reason, "labels": self.use_labels}
+        return {"name": self.name, "reason": self.reason, "labels": self.use_labels,
+                **({"suggest": self.suggest} if self.suggest else {})}
 
 
 class Scorer:

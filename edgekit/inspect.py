@@ -114,6 +114,12 @@ def _table(m: dict[str, Any]) -> str:
             rows.append(("top-1 agreement", f"{val['top1_agreement']:.2%}"))
         if "accuracy_int8" in val:
             rows.append(("accuracy", f"{val['accuracy_float']:.2%} float -> {val['accuracy_int8']:.2%} int8"))
+        check = val.get("accuracy_budget") or {}
+        if isinstance(check, dict) and check.get("line"):
+            rows.append(("judged", str(check["line"])))
+        reference = val.get("reference_ptq") or {}
+        if isinstance(reference, dict) and reference.get("line"):
+            rows.append(("reference PTQ", str(reference["line"])))
         lines += _kv(rows)
     if m.get("sizes"):
         lines.append("sizes")

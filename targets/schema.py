@@ -84,8 +84,10 @@ class BudgetSection:
     ram_mb: float
     latency_ms: float
     power_w: float
-    accuracy_drop: float
+    accuracy_drop: float  # with labels: points of the task's score lost against float
     rate_hz: float | None = None  # power is checked at this rate (default: 1000 / latency_ms)
+    # without labels: points of disagreement with float per task metric ([budgets.agreement])
+    agreement: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, float]:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
@@ -210,6 +212,10 @@ def validate(data: dict[str, Any], origin: str) -> list[str]:
                 problems.append(
                     f"{origin}: unknown key '{key}' in [{section}]; allowed: {', '.join(spec)}")
         _check_table(table, spec, section, origin, problems)
+    agreement = data.get("budgets", {}).get("agreement", {}) if isinstance(data.get("budgets"), dict) else {}
+    for metric, value in agreement.items() if isinstance(agreement, dict) else ():
+        if not _accepts(float, value) or value < 0:
+            problems.append(f"{origin}: [budgets.agreement] {metric} must be a number >= 0 (points), got {value!r}")
     formats = data.get("runtime", {}).get("formats", []) if isinstance(
         data.get("runtime"), dict) else []
     for fmt in formats if isinstance(formats, list) else []:

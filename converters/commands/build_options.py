@@ -98,12 +98,15 @@ QUANTIZATION = [
                  "same ratio everywhere (default: sensitivity when searching a budget)."),
 ]
 ACCURACY = [
-    click.Option(["--metric"], help="Task metric: top1, detection, ctc, sqnr or module:function "
-                 "(default: chosen from the outputs, recorded in the manifest)."),
+    click.Option(["--metric"], help="Task metric: top1, detection, ctc, map_iou, embedding, tags, regression, "
+                 "signal, sqnr or module:function (default: chosen from the outputs when they say so "
+                 "clearly, else the per-slice signal; recorded in the manifest)."),
     click.Option(["--postprocess"], help="Detection decode as module:function (default: "
                  "YOLO-style)."),
-    click.Option(["--guard-time"], type=float, default=180.0, show_default=True,
-                 help="Seconds the accuracy guard may spend keeping sensitive layers float."),
+    click.Option(["--guard-time"], type=float, default=900.0, show_default=True,
+                 help="Outer safety limit on the accuracy guard, in seconds: its work is fixed (candidates x "
+                 "samples, then at most 8 rebuilds), so the same inputs give the same artifact; when this "
+                 "limit cuts the work short the summary says so."),
     click.Option(["--accept-accuracy-drop"], is_flag=True, help="Ship even when the accuracy "
                  "budget is missed (manifest and summary say so)."),
     click.Option(["--objective"], type=click.Choice(["accuracy", "latency"]), default="accuracy",

@@ -18,18 +18,25 @@ import functools
 
 from edgekit.errors import UserError
 
-from . import ctc, detection, sqnr, top1  # modules: their metric is the function of the same name
+# modules: their metric is the function of the same name
+from . import ctc, dense, detection, signal, sqnr, top1
 from .base import Labels, Metric, MetricResult, Outputs
 from .choose import DefaultMetric, choose_default
 from .user import load_callable, user_metric
 
 METRICS: dict[str, Metric] = {"top1": top1.top1, "detection": detection.detection, "ctc": ctc.ctc,
-                              "sqnr": sqnr.sqnr}
+                              "sqnr": sqnr.sqnr, "map_iou": dense.map_iou, "embedding": dense.embedding,
+                              "tags": dense.tags, "regression": dense.regression, "signal": signal.signal}
 # options each built-in metric accepts (CLI flags map onto these)
 OPTIONS: dict[str, frozenset[str]] = {
     "top1": frozenset(),
     "detection": frozenset({"postprocess", "conf", "iou"}),
     "ctc": frozenset({"blank"}),
+    "map_iou": frozenset({"threshold"}),
+    "embedding": frozenset(),
+    "tags": frozenset(),
+    "regression": frozenset(),
+    "signal": frozenset(),
     "sqnr": frozenset(),
 }
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .evidence import PerSample
+
 Outputs = Sequence[np.ndarray]
 # per-task ground truth: class ids, (boxes, classes) per image, symbol sequences, ...
 Labels = np.ndarray | Sequence[object] | tuple[Sequence[np.ndarray], Sequence[np.ndarray]]
@@ -35,6 +37,8 @@ class MetricResult:
     drop: float | None              # points lost against float; None: not a share
     float_score: float | None = None  # the float model's figure against labels, when labels came
     details: dict[str, float] = field(default_factory=dict)
+    # the drop's per-sample parts (``evidence.PerSample``): what its interval is computed from
+    per_sample: PerSample | None = None
 
     def summary(self) -> str:
         head = f"{self.name}: {self.score:.4g} {self.unit}"

@@ -1,16 +1,24 @@
 """Choose a default task metric from the float model's outputs (and whether labels came).
 
-Looks at the first output only, on real (calibration or validation) data, since shapes
-alone cannot tell box coordinates from scores:
+A task is chosen only when the outputs say so clearly (issue 31: a CTC metric on a tagger's
+scores and on a face detector's boxes, top-1 on a speaker embedding, all refused good
+builds). Looks at the first output, on real data, since shapes alone cannot tell box
+coordinates from scores:
 
 1. ``[N, 4 + classes, anchors]`` (or transposed) whose first four rows exceed 1 while every
-   other row stays in 0..1 -> ``detection`` (YOLO-style packed boxes and probabilities);
-2. ``[N, classes]`` -> ``top1`` (accuracy with labels, agreement with float without);
-3. ``[N, T, symbols]`` with T > 1 steps -> ``ctc`` (per-step symbol scores, blank 0);
-4. anything else -> ``sqnr`` (no task could be inferred: signal quality only).
+   other row stays in 0..1, and that decodes into boxes -> ``detection``;
+2. ``[N, C]`` with integer labels, or rows of probabilities, or logits whose top class stands
+   out (its z-score over the row beats the maximum of C Gaussian values by a margin; any
+   C <= 16) -> ``top1``; unit-norm rows -> ``embedding``;
+3. ``[N, T, symbols]`` with T > 1: ``ctc`` only when the blank (index 0) wins most steps, at
+   least 3 symbols, and the greedy decode is shorter than T yet not empty; else ``tags``
+   (per-token argmax agreement) when T <= 1024;
+4. ``[N, 1, H, W]`` / ``[N, H, W]`` maps of values in 0..1, or ``[N, C, H, W]`` rows of
+   per-pixel probabilities -> ``map_iou``;
+5. anything else -> ``signal``: per-slice decisions with their own thresholds over every
+   output (conservative), and ``suggest`` names the ``--metric`` that would judge the task.
 
-The reason is meant for the summary and manifest, so a user sees why and can pass
-``--metric`` instead.
+The reason goes to the summary and manifest, so a user sees why and can pass ``--metric``.
 """
 
 from __future__ import annotations
@@ -21,11 +29,14 @@ import numpy as np
 
 from .base import Outputs
 
+MAX_TOKENS = 1024  # a longer sequence is anchors or samples, not tokens
+
 
 @dataclass(frozen=True)
 class DefaultMetric:
     name: str
     reason: str
+    suggest: str = ""  # the --metric that would judge the task, when the default is the signal
 
 
 def looks_packed_detection(output: np.ndarray) -> bool:
@@ -38,19 +49,86 @@ def looks_packed_detection(output: np.ndarray) -> bool:
     return bool(probabilities and np.abs(boxes).max() > 1.0 and channels.shape[2] > channels.shape[1])
 
 
+def _decodes(output: np.ndarray) -> bool:
+    from .detection import decode_packed
+
+    return any(len(d.boxes) for d in decode_packed(output))
+
+
+def _probability_rows(x: np.ndarray, axis: int) -> bool:
+    return bool(x.min() >= 0 and x.max() <= 1 and np.allclose(x.sum(axis), 1.0, atol=1e-3))
+
+
+def class_scores(x: np.ndarray) -> bool:
+    """[N, C]: probabilities, or logits whose top class stands out of the row."""
+    if _probability_rows(x, 1) or x.shape[1] <= 16:
+        return True
+    spread = x.std(1)
+    z = (x.max(1) - x.mean(1)) / np.where(spread > 0, spread, 1)
+    return bool(np.median(z) >= np.sqrt(2 * np.log(x.shape[1])) + 1.0)
+
+
+def unit_rows(x: np.ndarray) -> bool:
+    norms = np.linalg.norm(x.reshape(len(x), -1), axis=1)
+    return bool(np.allclose(norms, 1.0, atol=1e-2))
+
+
+def looks_ctc(x: np.ndarray) -> bool:
+    """A blank-dominated sequence whose greedy decode changes length (and is not empty)."""
+    from .ctc import greedy_decode
+
+    if x.shape[2] < 3 or x.shape[1] > MAX_TOKENS:
+        return False
+    blank_share = float((x.argmax(-1) == 0).mean())
+    lengths = [len(s) for s in greedy_decode(x)]
+    return blank_share >= 0.5 and max(lengths) > 0 and max(lengths) < x.shape[1]
+
+
+def looks_map(x: np.ndarray) -> bool:
+    maps = x[:, 0] if x.ndim == 4 and x.shape[1] == 1 else x
+    if maps.ndim == 3:
+        return bool(min(maps.shape[1:]) >= 8 and maps.min() >= 0 and maps.max() <= 1)
+    return bool(maps.ndim == 4 and min(maps.shape[2:]) >= 8 and _probability_rows(maps, 1))
+
+
+def suggestion(x: np.ndarray) -> str:
+    """The --metric a shape most likely means, for the summary of a signal-judged build."""
+    if x.ndim == 2 and x.shape[1] >= 16:
+        return "top1 (class scores) or embedding"
+    if x.ndim == 2:
+        return "regression or top1"
+    if x.ndim == 3:
+        return "tags, ctc or detection (with --postprocess)"
+    if x.ndim == 4:
+        return "map_iou"
+    return "a module:function of your task"
+
+
 def choose_default(outputs: Outputs, has_labels: bool = False) -> DefaultMetric:
     if not outputs:
         raise ValueError("choosing a metric needs at least one output")
     first = np.asarray(outputs[0])
     shape = "x".join(str(d) for d in first.shape[1:])
-    if looks_packed_detection(first):
+    if looks_packed_detection(first) and _decodes(first):
         return DefaultMetric("detection", f"first output [N, {shape}] packs 4 box values above 1 with "
-                             "probability rows in 0..1 (YOLO-style): boxes decoded and matched at IoU >= 0.5")
+                             "probability rows in 0..1 that decode into boxes (YOLO-style): matched at IoU >= 0.5")
     if first.ndim == 2 and first.shape[1] >= 2:
-        against = "labels (accuracy)" if has_labels else "float (top-1 agreement)"
-        return DefaultMetric("top1", f"first output [N, {shape}] is class scores: argmax against {against}")
+        if has_labels or class_scores(first):
+            against = "labels (accuracy)" if has_labels else "float (top-1 agreement)"
+            return DefaultMetric("top1", f"first output [N, {shape}] is class scores: argmax against {against}")
+        if unit_rows(first):
+            return DefaultMetric("embedding", f"first output [N, {shape}] has unit-norm rows (an embedding): "
+                                 "nearest-neighbour agreement with float")
     if first.ndim == 3 and first.shape[1] > 1 and first.shape[2] >= 2:
-        return DefaultMetric("ctc", f"first output [N, {shape}] is a sequence of {first.shape[1]} steps of "
-                             f"{first.shape[2]} symbol scores: greedy CTC decode (blank 0), character error rate")
-    return DefaultMetric("sqnr", f"first output [N, {shape}] matches no task shape: signal-to-noise ratio in dB "
-                         "(pass --metric to score a task)")
+        if looks_ctc(first):
+            return DefaultMetric("ctc", f"first output [N, {shape}]: {first.shape[1]} steps mostly blank (index 0) "
+                                 "whose greedy decode is shorter: CTC, character error rate against float")
+        if first.shape[1] <= MAX_TOKENS:
+            return DefaultMetric("tags", f"first output [N, {shape}] is per-token scores of {first.shape[2]} tags "
+                                 "(not blank-dominated, so not CTC): tag agreement with float")
+    if first.ndim in (3, 4) and looks_map(first):
+        return DefaultMetric("map_iou", f"first output [N, {shape}] is a probability map: IoU of the masks "
+                             "thresholded at 0.5 per image, blank images included")
+    return DefaultMetric("signal", f"first output [N, {shape}] says no task clearly: decisions changed in the "
+                         "worst slice of every output, each slice with its own threshold",
+                         suggestion(first))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .base import Labels, MetricResult, Outputs, check_pair
+from .evidence import PerSample
 
 NAME = "ctc"
 
@@ -71,10 +72,17 @@ def ctc(reference: Outputs, candidate: Outputs, labels: Labels | None = None, *,
     ref_text, got_text = greedy_decode(reference[0], blank), greedy_decode(candidate[0], blank)
     versus_float = score(ref_text, got_text)
     details = {"cer_vs_float": versus_float.cer, "exact_vs_float": versus_float.exact_match}
+    lengths = np.array([len(r) for r in ref_text], np.float64)
     if labels is None:
-        return MetricResult(NAME, versus_float.cer, "CER", False, versus_float.cer * 100, details=details)
+        edits = np.array([edit_distance(r, g) for r, g in zip(ref_text, got_text, strict=True)], np.float64)
+        return MetricResult(NAME, versus_float.cer, "CER", False, versus_float.cer * 100, details=details,
+                            per_sample=PerSample("ratio", edits, lengths))
     truths = [list(t) for t in labels]  # type: ignore[union-attr]
     on_float, on_int8 = score(truths, ref_text), score(truths, got_text)
     details.update({"cer_float": on_float.cer, "cer_int8": on_int8.cer,
                     "exact_float": on_float.exact_match, "exact_int8": on_int8.exact_match})
-    return MetricResult(NAME, on_int8.cer, "CER", False, (on_int8.cer - on_float.cer) * 100, on_float.cer, details)
+    added = np.array([edit_distance(t, g) - edit_distance(t, r)
+                      for t, r, g in zip(truths, ref_text, got_text, strict=True)], np.float64)
+    lengths = np.array([len(t) for t in truths], np.float64)
+    return MetricResult(NAME, on_int8.cer, "CER", False, (on_int8.cer - on_float.cer) * 100, on_float.cer, details,
+                        PerSample("ratio", added, lengths))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .base import Labels, MetricResult, Outputs, check_pair
+from .evidence import PerSample
 
 NAME = "detection"
 CONF, NMS_IOU, MATCH_IOU, MAX_DETECTIONS = 0.25, 0.5, 0.5, 300
@@ -164,14 +165,20 @@ def detection(reference: Outputs, candidate: Outputs, labels: Labels | None = No
     check_pair(NAME, reference, candidate)
     ref_dets, got_dets = decode(reference, postprocess, conf), decode(candidate, postprocess, conf)
     kept = match_all(ref_dets, got_dets, iou)
+    matched = np.array([match(r, c, iou) for r, c in zip(ref_dets, got_dets, strict=True)], np.float64)
+    counts = np.array([len(r.boxes) for r in ref_dets], np.float64)
     details = {"kept": kept.recall, "precision_vs_float": kept.precision,
                "float_detections": float(kept.reference_count), "int8_detections": float(kept.candidate_count)}
     if labels is None:
-        return MetricResult(NAME, kept.recall, "kept", True, (1 - kept.recall) * 100, details=details)
+        return MetricResult(NAME, kept.recall, "kept", True, (1 - kept.recall) * 100, details=details,
+                            per_sample=PerSample("ratio", counts - matched, counts))
     boxes, classes = labels  # type: ignore[misc]
     truths = truth(boxes, classes)
     on_float, on_int8 = match_all(truths, ref_dets, iou), match_all(truths, got_dets, iou)
     details.update({"recall_float": on_float.recall, "precision_float": on_float.precision,
                     "recall_int8": on_int8.recall, "precision_int8": on_int8.precision})
+    found = [np.array([match(t, d, iou) for t, d in zip(truths, dets, strict=True)], np.float64)
+             for dets in (ref_dets, got_dets)]
+    boxes_per_image = np.array([len(t.boxes) for t in truths], np.float64)
     return MetricResult(NAME, on_int8.recall, "recall", True, (on_float.recall - on_int8.recall) * 100,
-                        on_float.recall, details)
+                        on_float.recall, details, PerSample("ratio", found[0] - found[1], boxes_per_image))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import Labels, MetricResult, Outputs, check_pair
+from .evidence import PerSample
 
 NAME = "top1"
 
@@ -31,9 +32,17 @@ def top1(reference: Outputs, candidate: Outputs, labels: Labels | None = None) -
     if ref.ndim < 2 or ref.shape[-1] < 2:
         raise ValueError(f"metric top1 needs class scores [N, ..., classes >= 2]; the first output is {ref.shape}")
     agree = agreement(ref, got)
+    # one decision per sample (its positions' share of flips for [N, ..., C] outputs)
+    flips = (ref.argmax(-1) != got.argmax(-1)).reshape(len(ref), -1).mean(1)
     if labels is None:
+        parts = (PerSample.decisions(flips) if ref.ndim == 2
+                 else PerSample("ratio", flips, np.ones(len(ref))))
         return MetricResult(NAME, agree, "agreement", True, (1 - agree) * 100,
-                            details={"agreement": agree})
-    acc_float, acc_int8 = accuracy(ref, np.asarray(labels)), accuracy(got, np.asarray(labels))
+                            details={"agreement": agree}, per_sample=parts)
+    truth = np.asarray(labels)
+    acc_float, acc_int8 = accuracy(ref, truth), accuracy(got, truth)
+    right = [(o.argmax(-1) == truth.reshape(o.argmax(-1).shape)).reshape(len(o), -1).mean(1) for o in (ref, got)]
+    kind = "paired" if ref.ndim == 2 else "ratio"
     return MetricResult(NAME, acc_int8, "accuracy", True, (acc_float - acc_int8) * 100, acc_float,
-                        {"agreement": agree, "accuracy_float": acc_float, "accuracy_int8": acc_int8})
+                        {"agreement": agree, "accuracy_float": acc_float, "accuracy_int8": acc_int8},
+                        per_sample=PerSample(kind, right[0] - right[1], np.ones(len(ref))))

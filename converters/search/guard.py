@@ -54,9 +54,14 @@ class Sensitivity:
     sqnr_db: float  # output SQNR with only this tensor quantized (lower = more sensitive)
     top1_agreement: float | None = None
     ops: set[str] = field(default_factory=set)  # op types of ``nodes`` (which rungs can take them)
-    measured: str = "output"  # "output": sqnr_db at the model output; "local": of the tensor itself
+    measured: str = "output"  # "output": sqnr_db at the model output; "local": of the tensor itself;
+    # "task": restored alone in the int8 model (search/restore.py), task_drop its task figure
+    task_drop: float | None = None
 
     def reason(self) -> str:
+        if self.measured == "task":
+            return (f"restoring {self.kind} {self.tensor!r} alone to float leaves {self.task_drop:.2f} points "
+                    f"on the guard's subset ({self.sqnr_db:.1f} dB output SQNR)")
         if self.measured == "local":
             return (f"{self.kind} {self.tensor!r} on the int8 grid keeps {self.sqnr_db:.1f} dB of "
                     "itself (not measured at the output: the guard's ranking time ran out)")
@@ -68,7 +73,8 @@ class Sensitivity:
     def to_dict(self) -> dict[str, Any]:
         return {"tensor": self.tensor, "kind": self.kind, "nodes": self.nodes,
                 "sqnr_db": round(self.sqnr_db, 2), "measured": self.measured,
-                "top1_agreement": self.top1_agreement, "reason": self.reason()}
+                "top1_agreement": self.top1_agreement, "reason": self.reason(),
+                **({"task_drop": round(self.task_drop, 4)} if self.task_drop is not None else {})}
 
 
 def sqnr_db(reference: list[np.ndarray], got: list[np.ndarray]) -> float:

@@ -1,0 +1,48 @@
+"""Dense-output task metrics (issue 31): a map's IoU per image with blank images counted, and a
+region int8 invents on a blank page named; embeddings by nearest neighbour; tags per token."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from edgekit.converters.metrics import get_metric
+from edgekit.converters.metrics.evidence import Evidence
+
+
+def _pages(n: int = 8) -> np.ndarray:
+    maps = np.zeros((n, 1, 32, 32), np.float32)
+    for i in range(0, n, 2):  # text on every other page, blank pages between
+        maps[i, 0, 4:10, 2:30] = 0.9
+    return maps
+
+
+def test_a_region_invented_on_a_blank_page_is_named() -> None:
+    reference = _pages()
+    candidate = reference.copy()
+    candidate[1, 0, 20:24, 5:15] = 0.8  # page 1 is blank in float: int8 invents a text region
+    result = get_metric("map_iou")([reference], [candidate])
+    assert result.details["min_iou"] == 0.0 and result.details["worst_image"] == 1
+    assert result.details["blank_images_with_invented"] == 1 and result.details["invented_regions"] == 1
+    assert result.drop == pytest.approx(100 / 8)
+    evidence = Evidence.of(result.per_sample)
+    assert evidence.samples == 8 and evidence.low <= result.drop <= evidence.high
+
+
+def test_identical_maps_score_full_iou_blank_pages_included() -> None:
+    reference = _pages()
+    result = get_metric("map_iou")([reference], [reference.copy()])
+    assert result.drop == 0 and result.details["region_recall"] == 1.0 and result.details["blank_images"] == 4
+
+
+def test_embedding_nearest_neighbours_and_tags() -> None:
+    rng = np.random.default_rng(0)
+    rows = rng.normal(size=(12, 64))
+    assert get_metric("embedding")([rows], [rows + 1e-4]).drop == 0
+    swapped = rows.copy()
+    swapped[0] = rows[1] * 1.001  # sample 0 now sits on sample 1: neighbours change
+    assert get_metric("embedding")([rows], [swapped]).drop > 0
+    tags = rng.normal(size=(4, 10, 5))
+    changed = tags.copy()
+    changed[0, 0] = -changed[0, 0]
+    result = get_metric("tags")([tags], [changed])
+    assert 0 < result.drop <= 100 / 40 + 1e-9 and result.per_sample.num.sum() == result.drop * 40 / 100
