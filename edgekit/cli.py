@@ -19,6 +19,7 @@ import click
 
 from edgekit import __version__
 from edgekit.commands import DEVICE_COMMANDS, HOST_COMMANDS, INSTALL_HOST_TOOLS, host_missing
+from edgekit.commands.quiet import quiet_option, with_quiet
 from edgekit.errors import BudgetError, EdgekitError, UserError
 
 
@@ -45,16 +46,17 @@ class LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in DEVICE_COMMANDS:
-            return importlib.import_module(DEVICE_COMMANDS[name]).command
+            return with_quiet(importlib.import_module(DEVICE_COMMANDS[name]).command)
         if name in HOST_COMMANDS:
             missing = host_missing()
             if missing:
                 return host_only(name, missing)
-            return importlib.import_module(HOST_COMMANDS[name]).command
+            return with_quiet(importlib.import_module(HOST_COMMANDS[name]).command)
         return None
 
 
-@click.group(cls=LazyGroup, invoke_without_command=True, no_args_is_help=False)
+@click.group(cls=LazyGroup, invoke_without_command=True, no_args_is_help=False,
+             params=[quiet_option(expose_value=False)])
 @click.version_option(__version__, prog_name="edgekit")
 @click.pass_context
 def cli(ctx: click.Context) -> None:

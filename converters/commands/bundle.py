@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from edgekit.commands.quiet import quiet_flag
+
 
 @click.command(name="bundle")
 @click.argument("artifacts", nargs=-1, required=True,
@@ -14,7 +16,7 @@ import click
 @click.option("-o", "--output", required=True, type=click.Path(path_type=Path),
               help="A folder, or FILE.tar.gz for a reproducible tarball.")
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+@quiet_flag
 def command(artifacts: tuple[Path, ...], target: str, output: Path, force: bool,
             quiet: bool) -> None:
     """Bundle ARTIFACTS for TARGET: the artifacts, this project's device wheel, the target's
