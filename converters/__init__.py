@@ -20,7 +20,7 @@ from typing import Any
 from edgekit.targets import load_profile
 
 from edgekit.errors import ModelFormatError, UserError
-from edgekit.tempfiles import remove_stale_beside
+from edgekit.tempfiles import check_writable, remove_stale_beside
 
 from .context import BuildConfig, BuildContext, new_workdir, temp_under
 from .pipeline import Pipeline, Plan, plan
@@ -143,6 +143,7 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
 
     out = Path(config.output) if config.output else default_output(source, profile.name)
     _check_paths(source, out, default_output(source, profile.name).name)
+    check_writable(out, "output (-o)")  # before any work: a read-only folder costs nothing
     say = report or (lambda _m: None)
     created = _make_output_folder(out.parent, say)
     if config.formats:

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from edgekit.errors import UserError
+from edgekit.tempfiles import check_writable
 
 from .build_options import GroupedCommand, attach, save_config
 
@@ -27,6 +28,9 @@ def run(ctx: click.Context, source: str, **options: Any) -> None:
     o = options
     quiet = o["quiet"]
     say = (lambda m: None) if quiet else (lambda m: click.echo(m, err=True))
+    for flag in ("report_html", "save_config"):  # written after the build: checked before it
+        if o[flag]:
+            check_writable(o[flag], f"--{flag.replace('_html', '').replace('_', '-')}")
     if o["golden_on"]:
         from edgekit.converters.emulation.golden import emulated_profile
 

@@ -25,6 +25,10 @@ def command(artifacts: tuple[Path, ...], target: str, output: Path, force: bool,
     from edgekit.converters.bundle import build_bundle
     from edgekit.targets import load_profile
 
+    from edgekit.tempfiles import check_writable
+
+    check_writable(output, "bundle (-o)")  # before the wheels are fetched
+
     def progress(message: str) -> None:
         if not quiet:
             click.echo(message, err=True)

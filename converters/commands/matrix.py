@@ -17,6 +17,7 @@ from edgekit.converters.matrix.cells import Cell, CellResult, Defaults, Request
 
 from edgekit.commands.quiet import quiet_flag
 from edgekit.errors import UserError, VerificationError
+from edgekit.tempfiles import check_writable
 
 
 class CellsFailedError(VerificationError):
@@ -91,6 +92,7 @@ def command(spec: str, executor: str, output: str | None, rebuild: bool, quiet: 
         matrix.output.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create the output folder {str(matrix.output)!r}: {exc}") from exc
+    check_writable(matrix.output, "output folder (-o)", folder=True)
     say(f"matrix: {len(planned)} cell(s), {len(hits)} cached, building "
         f"{len(todo)} on {executor} into {matrix.output}")
     if todo:
