@@ -1,8 +1,10 @@
 """Newcomer mistakes that would build a wrong artifact with exit 0, caught before calibrating.
 
-* **Pixel arrays for a float model.** A ``.npy``/``.npz`` of integer values 0..255 for an input
-  that takes floats, with no preprocessing declared: the model was almost surely trained on
-  0..1 (or normalized) values, and calibrating on 0..255 sets every range 255x too wide.
+* **Pixel arrays for a float model.** A ``.npy``/``.npz`` of 0..255 values (whole numbers, or
+  fractions as a float resize leaves them) for an image input that takes floats, with no
+  preprocessing declared and no division by 255 at the model's start: the model was almost
+  surely trained on 0..1 (or normalized) values, and calibrating on 0..255 sets every range
+  255x too wide (issue 35: 38.1% where 99.8% was due). Tabular inputs are left alone.
   An error says to scale the arrays, or to declare ``scale = 1`` in ``--preprocess`` when the
   model really takes 0..255 floats.
 * **Tiny calibration.** Fewer than ``MIN_CALIBRATION`` samples: activation ranges come from
@@ -27,25 +29,81 @@ MIN_CALIBRATION = 32
 CHECKED_VALUES = 100_000  # values per input looked at: enough to tell 0..255 integers apart
 
 
-def check_value_range(data: Dataset, inputs: list[dict[str, Any]], config: BuildConfig) -> None:
-    """CalibrationError when a float input gets integer-valued 0..255 arrays and no preprocessing."""
+PIXEL_MAX = 255.5  # 8-bit pixels, with room for a float resize's overshoot
+FRACTIONAL_PIXEL_MIN = 32.0  # fractional data peaking above this is 0..255, not normalized
+IMAGE_CHANNELS = (1, 3, 4)
+NORMALIZING_OPS = ("Cast", "Transpose", "Reshape", "Identity", "Unsqueeze")  # looked through
+
+
+def image_shaped(shape: tuple[int, ...]) -> bool:
+    """An image input: [N, C, H, W] or [N, H, W, C] with 1, 3 or 4 channels (a feature matrix
+    [N, 64] of 0..16 counts is not: scaling it by 255 would break the model)."""
+    if len(shape) != 4:
+        return False
+    return any(shape[c] in IMAGE_CHANNELS and min(hw) > 4 for c, hw in ((1, shape[2:]), (3, shape[1:3])))
+
+
+def scales_pixels_itself(model: Any, name: str) -> bool:
+    """Whether the model's first arithmetic on input ``name`` divides by ~255 (a Div by a
+    constant of 100 or more, or a Mul by 0.01 or less): then it takes 0..255 on purpose."""
+    if model is None:
+        return False
+    from onnx import numpy_helper
+
+    consts = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.attribute:
+            consts[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+    current = {name}
+    for node in model.graph.node:  # topologically sorted (the ONNX checker requires it)
+        if not current.intersection(node.input):
+            continue
+        if node.op_type in NORMALIZING_OPS:
+            current.update(node.output)
+            continue
+        other = [consts[i] for i in node.input if i not in current and i in consts]
+        values = np.abs(np.asarray(other[0], dtype=np.float64)) if other else None
+        if values is None or values.size == 0:
+            return False
+        if node.op_type == "Div":
+            return bool(values.min() >= 100)
+        if node.op_type == "Mul":
+            return bool(0 < values.max() <= 0.01)
+        if node.op_type != "Sub":  # mean subtraction first, then the scale
+            return False
+        current.update(node.output)
+    return False
+
+
+def check_value_range(data: Dataset, inputs: list[dict[str, Any]], config: BuildConfig,
+                      model: Any = None) -> None:
+    """CalibrationError when an image input taking floats gets 0..255 arrays (whole numbers,
+    or fractions peaking above ``FRACTIONAL_PIXEL_MIN``, as a float resize gives) and neither
+    a declared preprocessing nor the model's own first operation scales them."""
     if data.synthetic or "scale" in config.preprocess:
         return
     for spec in inputs:
         array = data.arrays.get(spec["name"])
         if array is None or not str(spec.get("dtype", "float32")).startswith("float"):
             continue
+        if not image_shaped(np.shape(array)):
+            continue  # tabular features of 0..16 are not pixels
         values = np.asarray(array).reshape(-1)[:CHECKED_VALUES]
         if values.size == 0:
             continue
         low, high = float(values.min()), float(values.max())
-        if low >= 0 and 2 < high <= 255 and bool(np.all(values == np.round(values))):
-            raise CalibrationError(
-                f"{data.source}: input {spec['name']!r} takes floats but the data holds whole numbers "
-                f"{low:g}..{high:g} (8-bit pixels?) and no preprocessing is declared; expected the values "
-                "the model was trained on, usually 0..1 or normalized: divide the arrays by 255 (and "
-                "normalize as in training), or, if the model really takes 0..255, declare it with a "
-                "--preprocess TOML holding 'scale = 1'")
+        whole = bool(np.all(values == np.round(values)))
+        if low < 0 or high > PIXEL_MAX or high <= (2 if whole else FRACTIONAL_PIXEL_MIN):
+            continue
+        if scales_pixels_itself(model, spec["name"]):
+            continue
+        kind = "whole numbers" if whole else "values"
+        raise CalibrationError(
+            f"{data.source}: input {spec['name']!r} takes floats but the data holds {kind} "
+            f"{low:g}..{high:g} (8-bit pixels?) and no preprocessing is declared; expected the values "
+            "the model was trained on, usually 0..1 or normalized: divide the arrays by 255 (and "
+            "normalize as in training), or, if the model really takes 0..255, declare it with a "
+            "--preprocess TOML holding 'scale = 1'")
 
 
 def check_calibration_size(calib: Dataset, warn: Any) -> None:

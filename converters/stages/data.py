@@ -66,7 +66,7 @@ class LoadData(Stage):
         calib, spec = load_dataset(config.calib, fed, config.preprocess,
                                    progress=not config.quiet, limit=limit, seed=config.seed)
         if spec is None:  # arrays, not images: nothing scaled them (input_checks.py)
-            check_value_range(calib, ctx.inputs, config)
+            check_value_range(calib, ctx.inputs, config, ctx.float_model)
         if spec is not None:
             ctx.extra_manifest["preprocess"] = spec
             ctx.inputs[0]["preprocess"] = spec
