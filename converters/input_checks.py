@@ -129,3 +129,62 @@ def check_weights_loaded(config: BuildConfig, form: str, has_weights: bool) -> N
         f"{config.source}: the model is built from its constructor and no weights were loaded "
         "(two constructions give different parameters: random initialisation); expected trained "
         "weights: pass --weights <state dict>, or --random-weights to build from random weights on purpose")
+
+
+TRAINED_Z = 3.0  # one-sided z of the accuracy's lower bound (Wilson): 1 in 740 false alarms
+UNIFORM_FACTOR = 2.0  # mean top probability under this many times 1/classes: near-uniform
+ONE_CLASS_SHARE = 0.95  # this share of the inputs given one class: no decision made
+
+
+def wilson_lower(correct: int, total: int, z: float = TRAINED_Z) -> float:
+    """Lower bound of a binomial share's Wilson score interval."""
+    if total == 0:
+        return 0.0
+    p = correct / total
+    centre = p + z * z / (2 * total)
+    spread = z * np.sqrt(p * (1 - p) / total + z * z / (4 * total * total))
+    return float((centre - spread) / (1 + z * z / total))
+
+
+def check_trained(config: BuildConfig, scores: np.ndarray, labels: np.ndarray | None,
+                  source: str, warn: Any) -> None:
+    """``--weights`` that look untrained (issue 35: a fresh state dict built at 12.68% on 10
+    classes with exit 0). With labels: ExportError when the float model's top-1 accuracy is
+    not above chance (the largest class's share) at ``TRAINED_Z``, unless ``--random-weights``.
+    Without: a warning when the class scores are near-uniform or one class wins everywhere.
+    Outputs that are not class scores ([N, classes], 2 or more) are not judged."""
+    if config.random_weights or scores.ndim != 2 or scores.shape[1] < 2 or len(scores) < 8:
+        return
+    classes = scores.shape[1]
+    predicted = scores.argmax(axis=1)
+    if labels is not None and labels.ndim == 1 and len(labels) == len(scores) \
+            and np.issubdtype(labels.dtype, np.integer) and 0 <= labels.min() and labels.max() < classes:
+        correct, total = int((predicted == labels).sum()), len(labels)
+        chance = max(1.0 / classes, float(np.bincount(labels).max()) / total)
+        if wilson_lower(correct, total) <= chance:
+            raise ExportError(
+                f"--weights {config.weights}: the float model scores {correct / total:.2%} top-1 on "
+                f"{total} labelled samples of {source}, chance level for {classes} classes "
+                f"({chance:.2%}): these weights look untrained (a fresh state dict, or one of "
+                "another model); expected trained weights (or labels that match the outputs): "
+                "pass them, or --random-weights to build from them on purpose")
+        return
+    top = probabilities(scores).max(axis=1).mean()
+    winner_share = float(np.bincount(predicted, minlength=classes).max()) / len(predicted)
+    if top < UNIFORM_FACTOR / classes or winner_share >= ONE_CLASS_SHARE:
+        what = (f"near-uniform class scores (mean top probability {top:.3f}, uniform "
+                f"{1 / classes:.3f})" if top < UNIFORM_FACTOR / classes
+                else f"one class for {winner_share:.0%} of the inputs")
+        warn(f"--weights {config.weights}: the float model gives {what} on {len(scores)} samples "
+             f"of {source}, as an untrained net does; check the weights (no labels to be sure: "
+             "add 'y' to the .npz, or label folders, to have it checked)")
+
+
+def probabilities(scores: np.ndarray) -> np.ndarray:
+    """Scores as class probabilities: kept when they already are (0..1, rows summing to 1),
+    else a softmax of logits."""
+    scores = scores.astype(np.float64)
+    if scores.min() >= 0 and np.allclose(scores.sum(axis=1), 1.0, atol=1e-3):
+        return scores
+    shifted = np.exp(scores - scores.max(axis=1, keepdims=True))
+    return shifted / shifted.sum(axis=1, keepdims=True)
