@@ -66,3 +66,26 @@ def test_build_on_the_samples_folder_reports_labelled_accuracy(tmp_path):
                    "-o", tmp_path / "s.edgekit")
     assert proc.returncode == 0, proc.stderr
     assert "(labelled" in proc.stderr and "accuracy 100.00% float" in proc.stdout
+
+
+def test_manifest_names_the_builders_version_and_commit(digits_onnx_artifact):
+    import re
+
+    from edgekit import __version__
+    from edgekit.artifact import read_artifact
+
+    m = read_artifact(digits_onnx_artifact).manifest
+    assert m["edgekit_version"] == m["builder"]["version"] == __version__ != "0.1.0"
+    if (shutil.which("git") and subprocess.run(["git", "-C", str(DIGITS_ONNX.parent), "rev-parse"],
+                                               capture_output=True).returncode == 0):
+        assert re.fullmatch(r"[0-9a-f]{40}", m["builder"]["commit"])  # a checkout: its commit
+        assert isinstance(m["builder"]["dirty"], bool)
+        shown = edgekit("inspect", digits_onnx_artifact).stdout
+        assert f"(commit {m['builder']['commit'][:12]}" in shown
+
+
+def test_license_is_apache_2_and_declared():
+    from ...conftest import ROOT
+
+    assert "Apache License" in (ROOT / "LICENSE").read_text().splitlines()[1]
+    assert 'license="Apache-2.0"' in (ROOT / "setup.py").read_text()
