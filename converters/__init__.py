@@ -23,6 +23,7 @@ from edgekit.errors import ModelFormatError, UserError
 from edgekit.tempfiles import check_writable, remove_stale_beside
 
 from .context import BuildConfig, BuildContext, new_workdir, temp_under
+from .interrupt import preload
 from .pipeline import Pipeline, Plan, plan
 
 __all__ = ["BuildConfig", "BuildResult", "build", "plan_for", "stages_for"]
@@ -164,6 +165,8 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
                        report=say, output_path=out, content_key=content_key(config, profile))
     start = time.perf_counter()
     try:
+        # the extensions' native init (onnx: ~1.8 s here) with Ctrl-C acted on meanwhile
+        preload("onnx", *(("torch",) if source_kind(config.source) == "torch" else ()))
         stages = plan_for(config)
         with temp_under(workdir):  # libraries' temp folders (pre.quant.*) die with the build
             if searching(config):

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from edgekit.errors import UserError
+from edgekit.errors import Interrupted, UserError
 from edgekit.tempfiles import check_writable
 
 from .build_options import GroupedCommand, attach, save_config
@@ -35,7 +35,10 @@ def run(ctx: click.Context, source: str, **options: Any) -> None:
         from edgekit.converters.emulation.golden import emulated_profile
 
         emulated_profile(o["golden_on"])  # before the build: a typo costs no build
-    result = run_build(source, report=say, **build_kwargs(ctx, options))
+    try:
+        result = run_build(source, report=say, **build_kwargs(ctx, options))
+    except KeyboardInterrupt:  # the build's temp files are gone; the artifact was never moved in
+        raise Interrupted("no artifact written") from None
     if o["golden_on"]:
         from edgekit.converters.emulation import golden_on
 
