@@ -124,7 +124,9 @@ def _table(m: dict[str, Any]) -> str:
         lines.append(f"estimate on {m['estimate'].get('target')} ({m['estimate'].get('cost_model')} cost model)")
         lines += _kv([(f"{t} thread(s)", f"{est['latency_ms'][t]:.3g} ms, {est['energy_mj'][t]:.3g} mJ, "
                        f"{est['power_w'][t]:.3g} W") for t in est["latency_ms"]])
-        lines += _kv([("RAM", _size(est["ram_bytes"])), ("MACs", f"{est['macs'] / 1e6:.3g} M")])
+        # the estimator's unit (2**20 bytes, as the profiles' ram_mb), as build and estimate print it
+        lines += _kv([("RAM (load + run)", f"{est['ram_bytes'] / 2**20:.2f} MB"),
+                      ("MACs", f"{est['macs'] / 1e6:.3g} M")])
     layers = [la for la in m.get("layers") or [] if isinstance(la, dict)]
     if layers:
         counts = Counter(str(la.get("precision")) for la in layers)

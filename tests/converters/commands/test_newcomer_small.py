@@ -89,3 +89,30 @@ def test_license_is_apache_2_and_declared():
 
     assert "Apache License" in (ROOT / "LICENSE").read_text().splitlines()[1]
     assert 'license="Apache-2.0"' in (ROOT / "setup.py").read_text()
+
+
+def test_two_error_figures_say_what_they_compare(digits_onnx_artifact):
+    """The build's max|err| is int8 against float (tens of steps is normal); verify's is this
+    runtime against the stored int8 outputs (0 steps when reproduced): each names its pair."""
+    from edgekit.converters.summary import max_error_text
+
+    from edgekit.artifact import read_artifact
+
+    text = max_error_text(read_artifact(digits_onnx_artifact).manifest)
+    assert text.startswith("int8 vs float max|err| ") and "int8 steps of" in text
+    shown = edgekit("verify", digits_onnx_artifact).stdout
+    assert "max|err| vs stored int8 outputs 0 (0.00 steps)" in shown
+
+
+def test_ram_figure_is_one_unit_in_build_inspect_and_estimate(digits_artifact):
+    import re
+
+    from edgekit.artifact import read_artifact
+
+    ram = read_artifact(digits_artifact).manifest["estimate"]["variants"]["int8"]["ram_bytes"]
+    inspected = re.search(r"RAM \(load \+ run\)\s+([\d.]+) MB", edgekit("inspect", digits_artifact).stdout)
+    estimated = re.search(r"RAM \(load \+ run\)\s+[\d.]+ MB\s+([\d.]+) MB",
+                          edgekit("estimate", "-t", "rpi4", digits_artifact).stdout)
+    assert inspected and float(inspected[1]) == round(ram / 2**20, 2)
+    # estimate reads the shipped .tflite, the build the int8 ONNX: the same within 0.1 MB
+    assert estimated and abs(float(estimated[1]) - ram / 2**20) < 0.1
