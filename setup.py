@@ -13,12 +13,15 @@ no converters (what ``edgekit bundle`` ships to a board).
 """
 
 import os
+import re
 from pathlib import Path
 
 from setuptools import setup
 
 ROOT = Path(__file__).parent
-VERSION = "0.1.0"
+# one version, in edgekit/__init__.py (read, not imported: setup.py runs before the install)
+VERSION = re.search(r'^__version__ = "([^"]+)"', (ROOT / "edgekit" / "__init__.py").read_text(),
+                    re.M).group(1)
 
 
 def packages_under(top: str, prefix: str) -> list[str]:
@@ -49,6 +52,9 @@ setup(
     description="Int8, pruned, budget-sized models for Raspberry Pi-class boards, and a runtime that adapts to heat and power",
     long_description=(ROOT / "README.md").read_text() if (ROOT / "README.md").exists() else "",
     long_description_content_type="text/markdown",
+    license="Apache-2.0",  # the LICENSE file
+    license_files=["LICENSE"],
+    classifiers=["License :: OSI Approved :: Apache Software License"],
     python_requires=">=3.11",  # tomllib (target profiles)
     packages=packages,
     package_dir=package_dir,

@@ -1,12 +1,14 @@
 """Calibration and validation data: an image folder, a .npy/.npz file, or explicit synthetic data.
 
 Everything comes back as a ``Dataset`` with one array per model input (leading sample axis)
-and integer labels when the source has them (``y`` in an npz, or one subfolder per class).
+and integer labels when the source has them (``y`` in an npz, one subfolder per class, or
+``<label>_<i>.png`` names in one folder).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -303,9 +305,33 @@ def _fits(dims: tuple[int, ...], want: list[Any]) -> bool:
                                           for w, d in zip(want, dims, strict=True))
 
 
+NAMED_LABEL = re.compile(r"(?P<label>.+)_\d+\.[A-Za-z0-9]+")  # 3_0021.png: class 3
+
+
+def labels_from_names(files: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
+    """A flat folder of ``<label>_<i>.png`` files (as ``examples/raspberrypi/samples``) read as
+    labelled: every file must be named so, with at least two labels; otherwise unchanged."""
+    if not files or any(label is not None for _, label in files):
+        return files
+    found = [NAMED_LABEL.fullmatch(os.path.basename(path)) for path, _ in files]
+    if not all(found) or len({m["label"] for m in found if m}) < 2:
+        return files
+    return [(path, m["label"]) for (path, _), m in zip(files, found, strict=True) if m]
+
+
+def _class_order(classes: set[str]) -> list[str]:
+    """File-name class names in index order: numeric names are their own index (3_0021.png is
+    class 3 even when no 2 is in the folder), others sorted as text."""
+    if classes and all(c.isdigit() for c in classes):
+        return [str(i) for i in range(max(int(c) for c in classes) + 1)]
+    return sorted(classes)
+
+
 def _images(folder: str, name: str, spec: dict[str, Any], progress: bool, limit: int | None,
             seed: int) -> Dataset:
-    files = list_images(folder)
+    listed = list_images(folder)
+    files = labels_from_names(listed)
+    numeric = files is not listed  # file-name labels: numeric ones by value
     if not files:
         raise CalibrationError(
             f"{folder}: no images found (looked for {', '.join(('png', 'jpg', 'bmp', '...'))} "
@@ -314,7 +340,8 @@ def _images(folder: str, name: str, spec: dict[str, Any], progress: bool, limit:
     if limit and len(files) > limit:
         order = np.random.default_rng(seed).permutation(len(files))[:limit]
         files = [files[i] for i in sorted(order)]
-    classes = sorted({label for _, label in files if label is not None})
+    found = {label for _, label in files if label is not None}
+    classes = _class_order(found) if numeric else sorted(found)
     iterator = files
     if progress:
         from tqdm import tqdm
@@ -324,7 +351,8 @@ def _images(folder: str, name: str, spec: dict[str, Any], progress: bool, limit:
     arrays = [preprocess_image(path, spec) for path, _ in iterator]
     labels = None
     if classes and all(label is not None for _, label in files):
-        labels = np.array([classes.index(label) for _, label in files], dtype=np.int64)
+        labels = np.array([classes.index(str(int(label)) if numeric and label.isdigit() else label)
+                           for _, label in files], dtype=np.int64)
     data = Dataset({name: np.concatenate(arrays)}, labels, folder)
     data.class_names = classes  # type: ignore[attr-defined]
     return data

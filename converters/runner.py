@@ -10,6 +10,7 @@ import numpy as np
 from edgekit.cpu import ORT_DISABLED_OPTIMIZERS, UNFUSED_FOLD_WEIGHTS, exact_int8_needs_unfused
 
 from .context import Dataset
+from .interrupt import interruptible
 
 BATCH = 32
 
@@ -41,7 +42,7 @@ def run_dataset(model: str | Path | bytes | Any, data: Dataset,
     batch = 1 if any(isinstance(d, int) for d in fixed) else BATCH
     chunks: list[list[np.ndarray]] = []
     for start in range(0, len(data), batch):
-        chunks.append(sess.run(None, data.feeds(start, start + batch)))
+        chunks.append(interruptible(sess.run, None, data.feeds(start, start + batch)))
     return [np.concatenate([c[j] for c in chunks]) for j in range(len(chunks[0]))]
 
 

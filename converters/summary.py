@@ -11,9 +11,11 @@ def _mb(n: float) -> str:
 
 def max_error_text(manifest: dict[str, Any]) -> str:
     """The largest int8-vs-float output difference with its unit: the output's own units, and
-    as int8 quantization steps when there is one quantized output (a step is its scale)."""
+    as int8 quantization steps when there is one quantized output (a step is its scale).
+    Named "int8 vs float": ``edgekit verify``'s steps measure another difference, this
+    runtime against the int8 outputs stored at build time (0 when it reproduces them)."""
     err = float((manifest.get("validation") or {}).get("max_abs_error", 0.0))
-    text = f"max|err| {err:.4g} (output units"
+    text = f"int8 vs float max|err| {err:.4g} (output units"
     outputs = manifest.get("outputs") or []
     scale = (outputs[0].get("quantization") or {}).get("scale") if len(outputs) == 1 else None
     if scale:

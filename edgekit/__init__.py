@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from edgekit.policy import TunerOptions
     from edgekit.trust import KeySpec
 
-__version__ = "0.1.0"
+__version__ = "0.3.0"  # setup.py reads it: bump with each release (round 3)
 
 __all__ = [
     "ArtifactError",

@@ -219,7 +219,8 @@ class Batcher:
                 return
             self._inflight = [first]
             if self.outputs_per_row is None and not self._one_per_batch:
-                self.outputs_per_row = probe_per_row(self._call, first.feeds)
+                with self.session.recorder.uncounted():  # a probe, not requests: no samples
+                    self.outputs_per_row = probe_per_row(self._call, first.feeds)
             policy = self.current_policy()
             joinable = self.outputs_per_row and not self._one_per_batch
             limit = self._limit(policy) if joinable else first.rows

@@ -122,3 +122,12 @@ class RunTimeoutError(InferenceError):
 class BatcherDeadError(InternalError):
     """The batcher's worker stopped on an unexpected error: pending requests fail with this,
     and ``submit`` raises it (load the model again)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, carrying what it left behind (``"no artifact written"``) for the CLI to say.
+    A ``KeyboardInterrupt``, so every handler that cleans up on one still runs."""
+
+    def __init__(self, left: str) -> None:
+        super().__init__(left)
+        self.left = left

@@ -58,7 +58,8 @@ def _table(m: dict[str, Any]) -> str:
     val = m.get("validation", {})
     lines = ["artifact"]
     lines += _kv([
-        ("schema / edgekit", f"{m['schema_version']} / {m.get('edgekit_version')}"),
+        ("schema / edgekit", f"{m['schema_version']} / {m.get('edgekit_version')}"
+                             + _commit(m.get("builder"))),
         # new artifacts carry no build time (deterministic builds); older ones a "created"
         ("content key", m.get("content_key") or f"- (created {m.get('created', '?')})"),
         ("target", f"{target['name']} ({cpu.get('cores')}x {cpu.get('core')}, profile "
@@ -129,7 +130,9 @@ def _table(m: dict[str, Any]) -> str:
         lines.append(f"estimate on {m['estimate'].get('target')} ({m['estimate'].get('cost_model')} cost model)")
         lines += _kv([(f"{t} thread(s)", f"{est['latency_ms'][t]:.3g} ms, {est['energy_mj'][t]:.3g} mJ, "
                        f"{est['power_w'][t]:.3g} W") for t in est["latency_ms"]])
-        lines += _kv([("RAM", _size(est["ram_bytes"])), ("MACs", f"{est['macs'] / 1e6:.3g} M")])
+        # the estimator's unit (2**20 bytes, as the profiles' ram_mb), as build and estimate print it
+        lines += _kv([("RAM (load + run)", f"{est['ram_bytes'] / 2**20:.2f} MB"),
+                      ("MACs", f"{est['macs'] / 1e6:.3g} M")])
     layers = [la for la in m.get("layers") or [] if isinstance(la, dict)]
     if layers:
         counts = Counter(str(la.get("precision")) for la in layers)
@@ -169,3 +172,11 @@ def layers_table(layers: tuple[LayerEntry, ...]) -> str:
         why = la.reason or ("" if la.precision == "int8" else "(not recorded)")
         lines.append(f"  {la.name:<{width}}  {la.op:<{op_width}}  {la.precision:<9}  {sqnr:>8}  {why}".rstrip())
     return "\n".join(lines)
+
+
+def _commit(builder: object) -> str:
+    """" (commit 1a2b3c4d5e6f[, uncommitted changes])" from the manifest's builder record."""
+    if not isinstance(builder, dict) or not isinstance(builder.get("commit"), str):
+        return ""
+    dirty = ", uncommitted changes" if builder.get("dirty") else ""
+    return f" (commit {builder['commit'][:12]}{dirty})"

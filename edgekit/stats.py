@@ -13,8 +13,8 @@ its wall time.
 The counters of ``Model.stats()`` (``COUNTERS`` below says the same, for tools):
 
 * ``executions``: backend runs (one per ``predict`` call, per batch the batcher runs, per
-  tuner probe run) in the recent window, the last ``Recorder.size`` recorded entries that the
-  percentiles, throughput and energy describe. Exact: an entry standing for fast calls not
+  tuner probe run; not the batcher's per-row probe, no request) in the recent window, the
+  last ``Recorder.size`` recorded entries that the percentiles, throughput and energy describe. Exact: an entry standing for fast calls not
   yet made is not counted ahead of them.
 * ``samples``: input rows in those runs (a batch of 4 is 4 samples).
 * ``total_executions`` / ``total_samples``: the same since the model was loaded.
@@ -24,11 +24,12 @@ The counters of ``Model.stats()`` (``COUNTERS`` below says the same, for tools):
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -122,8 +123,8 @@ class Recorder:
     see a slot being overwritten under heavy concurrency; these are statistics, not ledgers.
     """
 
-    __slots__ = ("size", "n", "total_rows", "total_weight", "started", "_ring", "_mask",
-                 "_ticket")
+    __slots__ = ("size", "n", "total_rows", "total_weight", "started", "uncounted_runs",
+                 "_uncounting", "_ring", "_mask", "_ticket")
 
     def __init__(self, size: int = 4096) -> None:
         if size & (size - 1):
@@ -136,9 +137,27 @@ class Recorder:
         self.total_rows = 0  # may undercount under concurrent callers (unlocked +=)
         self.total_weight = 0  # executions the entries stand for (same caveat)
         self.started = time.perf_counter()
+        self.uncounted_runs = 0  # runs recorded inside ``uncounted()`` (weight 0)
+        self._uncounting = False
+
+    @contextlib.contextmanager
+    def uncounted(self) -> Iterator[None]:
+        """Runs inside are not requests (the batcher's per-row probe, 3 runs at the first
+        request): kept with weight 0, so they count in no executions, samples or latency
+        (50 ``submit``s are 50 samples, not 54). Any thread's: the probe may run on the
+        batcher's timeout runner; a ``predict`` from elsewhere in those few ms goes
+        uncounted too (statistics, not ledgers)."""
+        self._uncounting = True
+        try:
+            yield
+        finally:
+            self._uncounting = False
 
     def add(self, t0: float, t1: float, rows: int, threads: int, weight: int = 1) -> None:
         """One execution; ``weight`` > 1 when it stands for that many sampled calls."""
+        if self._uncounting:
+            weight = 0
+            self.uncounted_runs += 1
         i = next(self._ticket)
         self._ring[i & self._mask] = (t1, t1 - t0, rows, threads, weight)
         self.n = i + 1
@@ -178,7 +197,8 @@ def percentiles_ms(seconds: np.ndarray | list[float]) -> dict[str, float | None]
     values = np.asarray(seconds, dtype=np.float64)
     if values.size == 0:
         return {"p50": None, "p90": None, "p95": None, "p99": None, "mean": None}
-    p50, p90, p95, p99 = np.percentile(values, [50, 90, 95, 99]) * 1000.0
+    p50, p90, p95, p99 = (float(v) for v in np.percentile(values, [50, 90, 95, 99]) * 1000.0)
+    # plain floats: a printed stats() reads 0.2334, not np.float64(0.2334)
     return {"p50": round(p50, 4), "p90": round(p90, 4), "p95": round(p95, 4),
             "p99": round(p99, 4), "mean": round(float(values.mean()) * 1000.0, 4)}
 
@@ -190,7 +210,10 @@ def per_row_seconds(window: dict[str, np.ndarray]) -> np.ndarray:
 
 def summarize(window: dict[str, np.ndarray], power: PowerModel,
               default_threads: int) -> dict[str, Any]:
-    """Latency percentiles, throughput, batch sizes, threads and energy of a window."""
+    """Latency percentiles, throughput, batch sizes, threads and energy of a window (its
+    weight-0 entries, runs that were no request, left out)."""
+    if window["weight"].size and not window["weight"].all():
+        window = {k: v[window["weight"] > 0] for k, v in window.items()}
     seconds, rows, weight = window["seconds"], window["rows"], window["weight"]
     threads = np.where(window["threads"] > 0, window["threads"], default_threads)
     samples = int((rows * weight).sum())
@@ -279,7 +302,7 @@ def model_stats(parts: StatsParts) -> dict[str, Any]:
     out["samples"] = max(0, out["samples"] - pending)
     out["total_executions"] = max(0, recorder.total_weight - pending)
     out["total_samples"] = max(0, recorder.total_rows - pending)
-    out["timed_executions"] = recorder.n
+    out["timed_executions"] = recorder.n - recorder.uncounted_runs
     reading = (parts.monitor.reading if parts.monitor is not None
                else read_power(parts.power_root, parts.thresholds))
     out["power"] = {k: v for k, v in reading.as_dict().items()

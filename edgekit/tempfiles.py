@@ -51,8 +51,13 @@ def current_umask() -> int:
 def temp_beside(target: Path) -> tuple[int, str]:
     """A temp file in ``target``'s folder, named ``.<name>.<pid>.<random>.tmp``, with the
     umask's mode (what ``open`` would have given the final file)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp",
-                               dir=target.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp",
+                                   dir=target.parent)
+    except OSError as exc:  # a read-only or full folder is the user's to fix, not a bug
+        raise UserError(f"cannot write {str(target)!r}: {exc.strerror or exc} in "
+                        f"{str(target.parent)!r}; expected a folder this user can write "
+                        "(pass another output path)") from exc
     try:
         os.fchmod(fd, 0o666 & ~current_umask())
     except BaseException:
@@ -60,6 +65,31 @@ def temp_beside(target: Path) -> tuple[int, str]:
         os.unlink(tmp)
         raise
     return fd, tmp
+
+
+def check_writable(path: str | Path, what: str, *, folder: bool = False) -> Path:
+    """``UserError`` naming ``path`` unless a file can be written there the way edgekit writes
+    one (a temp file beside it, then a rename): called before any work, so a read-only output
+    folder costs nothing (a build used to lose its whole run to it at the very end). A missing
+    folder is judged by the nearest one that exists (the writer creates the rest). ``folder``:
+    ``path`` is a folder to write into, not a file. Returns ``path``."""
+    path = Path(path)
+    probe = path / "probe" if folder else path
+    existing = probe.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"{what} {str(path)!r}: {str(existing)!r} is a file, not a folder; "
+                        "expected a path in a folder")
+    try:
+        fd, tmp = temp_beside(existing / probe.name)
+    except UserError as exc:
+        raise UserError(f"{what} {str(path)!r}: {str(existing)!r} is not writable "
+                        f"({exc.__cause__.strerror if isinstance(exc.__cause__, OSError) else exc}); "
+                        "expected a folder this user can write: pass another path") from exc
+    os.close(fd)
+    os.unlink(tmp)
+    return path
 
 
 def remove_stale_beside(target: Path) -> list[str]:

@@ -10,6 +10,7 @@ Light on purpose (stdlib only): the on-device runtime reads profiles too.
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import json
 import os
@@ -63,9 +64,11 @@ def load_profile(name_or_path: str | os.PathLike[str]) -> Profile:
     if not (text.endswith(".toml") and path.is_file()):
         path = PROFILE_DIR / f"{text.lower()}.toml"  # --target RPI4 means rpi4
         if not path.is_file():
+            close = difflib.get_close_matches(text.lower(), list_profiles(), n=1)
             raise TargetError(
-                f"unknown target {text!r}; allowed: {', '.join(list_profiles())} "
-                "(or a path to a profile .toml)"
+                f"unknown target {text!r}"
+                + (f" (did you mean {close[0]!r}?)" if close else "")
+                + f"; allowed: {', '.join(list_profiles())} (or a path to a profile .toml)"
             )
     try:
         data = tomllib.loads(path.read_text())

@@ -172,6 +172,109 @@ case_ "13. build --save-config" 0 "" "$EK" build -t host "$ONNX" --calib "$NPZ" 
   -o "$WORK/c1.edgekit" -q --save-config "$WORK/build.toml"
 case_ "13. build --config build.toml (-o on the command line wins)" 0 "$WORK/c2.edgekit" \
   "$EK" build --config "$WORK/build.toml" -o "$WORK/c2.edgekit" -q
+# --- issue 35: mistakes that still built wrong artifacts, unwritable outputs, -q, Ctrl-C
+"$PY" - "$NPZ" "$WORK" <<'PYEOF'
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+npz, work = sys.argv[1], Path(sys.argv[2])
+with np.load(npz) as data:
+    x, y = data["x"], data["y"]
+np.savez(work / "unlabelled.npz", x=x[:200])
+np.savez(work / "pixels_fraction.npz", x=x * 255.0, y=y)  # a float resize of 8-bit pictures
+# a feature matrix: 64 whole-number counts 0..16 per sample, and a model taking it
+np.savez(work / "tabular.npz", features=np.round(x.reshape(len(x), 64) * 16), y=y)
+w = numpy_helper.from_array(np.random.default_rng(0).normal(0, 0.1, (64, 10)).astype(np.float32), "w")
+graph = helper.make_graph([helper.make_node("MatMul", ["features", "w"], ["scores"])], "tabular",
+                          [helper.make_tensor_value_info("features", TensorProto.FLOAT, ["n", 64])],
+                          [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["n", 10])], [w])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), work / "tabular.onnx")
+(work / "linear.py").write_text("import torch\n\nclass Linear(torch.nn.Module):\n"
+                                "    def __init__(self):\n        super().__init__()\n"
+                                "        self.fc = torch.nn.Linear(64, 10)\n\n"
+                                "    def forward(self, x):\n        return self.fc(x.flatten(1))\n")
+PYEOF
+"$PY" -c "
+import sys, torch; sys.path.insert(0, '$WORK'); from linear import Linear
+torch.manual_seed(1); torch.save(Linear().state_dict(), '$WORK/fresh.pth')"
+LIN=(build -t host "$WORK/linear.py:Linear" --input-shape 1x1x8x8 --format onnx)
+case_ "14. --weights fresh.pth (untrained), labelled data: stopped" 2 "look untrained" \
+  "$EK" "${LIN[@]}" --weights "$WORK/fresh.pth" --calib "$NPZ" -o "$WORK/fresh.edgekit"
+case_ "14. the same with --random-weights: built on purpose" 0 "" \
+  "$EK" "${LIN[@]}" --weights "$WORK/fresh.pth" --calib "$NPZ" --random-weights \
+  -o "$WORK/fresh.edgekit" -q
+case_ "14. --weights fresh.pth, unlabelled data: built, with a warning" 0 "as an untrained net does" \
+  "$EK" "${LIN[@]}" --weights "$WORK/fresh.pth" --calib "$WORK/unlabelled.npz" -o "$WORK/fresh2.edgekit"
+case_ "15. calibration 0..255 with fractions (float resize): stopped" 2 "divide the arrays by 255" \
+  "$EK" build -t rpi4 "$ONNX" --calib "$WORK/pixels_fraction.npz" -q
+case_ "15. a 0..16 feature matrix: built, no pixel advice" 0 "" \
+  "$EK" build -t host "$WORK/tabular.onnx" --calib "$WORK/tabular.npz" --format onnx \
+  --accept-accuracy-drop --guard-time 0 -o "$WORK/tabular.edgekit" -q
+if grep -q "8-bit pixels" "$WORK/err"; then T="UNEXPECTED: pixel advice for tabular data"; FAILED=1; else T=ok; fi
+printf '%-66s %s\n' "15. ... and said nothing of 8-bit pixels" "$T"
+RO="$WORK/read-only"
+mkdir -p "$RO"
+if [ "$(id -u)" = 0 ]; then chattr +i "$RO" 2>/dev/null || RO=""; else chmod 555 "$RO"; fi
+if [ -n "$RO" ]; then
+  case_ "16. build -o into a read-only folder: user error, before any work" 2 "is not writable" \
+    "$EK" build -t rpi4 "$ONNX" --calib "$NPZ" -o "$RO/x.edgekit"
+  case_ "16. report -o into a read-only folder" 2 "is not writable" "$EK" report "$A" -o "$RO/r.html"
+  case_ "16. keygen into a read-only folder" 2 "is not writable" "$EK" keygen "$RO/k.pem"
+  case_ "16. bundle -o into a read-only folder" 2 "is not writable" \
+    "$EK" bundle "$A" -t rpi4 -o "$RO/bundle" -q
+  if [ "$(id -u)" = 0 ]; then chattr -i "$RO"; else chmod 755 "$RO"; fi
+else
+  printf '%-66s %s\n' "16. read-only folder cases" "skipped: root without chattr +i"
+fi
+case_ "17. -q on every command (each --help lists it)" 0 "17 of 17" "$PY" -c "
+import click
+from edgekit.cli import cli
+names = cli.list_commands(click.Context(cli))
+have = [n for n in names if any(p.name == 'quiet' for p in cli.get_command(click.Context(cli), n).params)]
+print(len(have), 'of', len(names), 'commands take -q; missing:', sorted(set(names) - set(have)))"
+for args in "verify $A" "inspect $A" "bench $A --duration 0.2 --threads 1" "run $A $EX/samples/3_0021.png --top-k 1" "targets" "estimate -t rpi4 $A"; do
+  set -- $args
+  case_ "17. $1 -q: its result, nothing on stderr" 0 "" "$EK" "$1" -q "${@:2}"
+  if [ -s "$WORK/err" ] || [ ! -s "$WORK/out" ]; then printf '%-66s %s\n' "    ...stdout/stderr" "UNEXPECTED"; FAILED=1; fi
+done
+case_ "17. edgekit -q build (the group's -q): the path alone" 0 "$WORK/gq.edgekit" \
+  "$EK" -q build -t rpi4 "$ONNX" --calib "$NPZ" -o "$WORK/gq.edgekit"
+case_ "18. Ctrl-C in calibrate: exit 130 within a second, no artifact" 0 "within a second" "$PY" - "$REPO" "$WORK" <<'PYEOF'
+import signal, subprocess, sys, threading, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from tests.converters.test_interrupt_latency import interrupt_during, slow_model
+work = Path(sys.argv[2])
+slow_model(work / "slow.onnx")
+latency, code, err = interrupt_during("calibrate", ["build", "-t", "host", str(work / "slow.onnx"),
+                                      "--calib", "synthetic", "--format", "onnx", "-o", str(work / "slow.edgekit")])
+left = "no artifact written" in err and not (work / "slow.edgekit").exists()
+print(f"exit {code} after {latency:.2f} s, {'no artifact written' if left else 'ARTIFACT LEFT'}")
+if code == 130 and latency < 1.0 and left:
+    print("within a second")
+PYEOF
+case_ "19. --target pi4: did you mean 'rpi4'" 2 "did you mean 'rpi4'" \
+  "$EK" build --target pi4 "$ONNX" --calib "$NPZ"
+case_ "19. --input-shape hint from the calibration data" 2 "--input-shape 1x1x8x8" \
+  "$EK" build -t host "$WORK/linear.py:Linear" --calib "$NPZ" --random-weights
+case_ "19. folder of <label>_<i>.png: labelled" 0 "accuracy 100.00% float" \
+  "$EK" build -t host "$ONNX" --calib "$EX/samples" --format onnx -o "$WORK/samples.edgekit"
+case_ "19. stats(): 50 submits are 50 samples, plain floats" 0 "50 50 float" "$PY" -c "
+import edgekit, numpy as np
+with edgekit.load('$A') as m:
+    for f in [m.submit(np.zeros((1, 1, 8, 8), np.float32)) for _ in range(50)]: f.result()
+    s = m.stats(); print(s['samples'], s['total_samples'], type(s['latency_ms']['p50']).__name__)"
+case_ "19. inspect: the builder's version and commit" 0 "(commit " "$EK" inspect "$A"
+case_ "19. verify's steps name their pair" 0 "vs stored int8 outputs" "$EK" verify "$A"
+case_ "19. LICENSE: Apache-2.0" 0 "Apache License" head -3 "$REPO/LICENSE"
+INTERNAL=$(grep -c "internal error" "$ALL" || true)
+if [ "$INTERNAL" = 0 ]; then I=ok; else I="UNEXPECTED: $INTERNAL"; FAILED=1; fi
+printf '%-66s %s\n' "internal errors in all the output above: $INTERNAL" "$I"
+
 # the runtime's line ("INFO: Created TensorFlow Lite XNNPACK delegate for CPU."), not the
 # estimator's source citation ("google/XNNPACK README"), which `edgekit estimate` prints
 if grep -q "INFO: Created TensorFlow Lite XNNPACK" "$ALL"; then X="UNEXPECTED: found in the output"; FAILED=1; else X=ok; fi

@@ -11,7 +11,8 @@ from typing import Any
 
 import click
 
-from edgekit.errors import UserError
+from edgekit.errors import Interrupted, UserError
+from edgekit.tempfiles import check_writable
 
 from .build_options import GroupedCommand, attach, save_config
 
@@ -27,11 +28,17 @@ def run(ctx: click.Context, source: str, **options: Any) -> None:
     o = options
     quiet = o["quiet"]
     say = (lambda m: None) if quiet else (lambda m: click.echo(m, err=True))
+    for flag in ("report_html", "save_config"):  # written after the build: checked before it
+        if o[flag]:
+            check_writable(o[flag], f"--{flag.replace('_html', '').replace('_', '-')}")
     if o["golden_on"]:
         from edgekit.converters.emulation.golden import emulated_profile
 
         emulated_profile(o["golden_on"])  # before the build: a typo costs no build
-    result = run_build(source, report=say, **build_kwargs(ctx, options))
+    try:
+        result = run_build(source, report=say, **build_kwargs(ctx, options))
+    except KeyboardInterrupt:  # the build's temp files are gone; the artifact was never moved in
+        raise Interrupted("no artifact written") from None
     if o["golden_on"]:
         from edgekit.converters.emulation import golden_on
 

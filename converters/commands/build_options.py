@@ -27,6 +27,7 @@ from edgekit.commands.params import (
     INPUT_SHAPES,
     NAMES,
 )
+from edgekit.commands.quiet import quiet_option
 from edgekit.errors import UserError
 
 INPUT = [
@@ -138,8 +139,7 @@ OUTPUT = [
     click.Option(["--report", "report_html"], type=click.Path(dir_okay=False), metavar="HTML",
                  help="Also write the HTML report (per-layer SQNR, precision per layer, the "
                  "search's front; as `edgekit report`)."),
-    click.Option(["--quiet", "-q"], is_flag=True, help="Print nothing but the artifact's path "
-                 "(errors still go to stderr)."),
+    quiet_option(),  # shared by every command (edgekit/commands/quiet.py)
     click.Option(["--json", "as_json"], is_flag=True, help="Print the manifest as JSON when done."),
     click.Option(["--save-config"], type=click.Path(dir_okay=False),
                  help="Write the options of this build to a TOML file for --config."),

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from edgekit.commands.quiet import quiet_flag
+
 
 @click.command(name="bundle")
 @click.argument("artifacts", nargs=-1, required=True,
@@ -14,7 +16,7 @@ import click
 @click.option("-o", "--output", required=True, type=click.Path(path_type=Path),
               help="A folder, or FILE.tar.gz for a reproducible tarball.")
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+@quiet_flag
 def command(artifacts: tuple[Path, ...], target: str, output: Path, force: bool,
             quiet: bool) -> None:
     """Bundle ARTIFACTS for TARGET: the artifacts, this project's device wheel, the target's
@@ -22,6 +24,10 @@ def command(artifacts: tuple[Path, ...], target: str, output: Path, force: bool,
     systemd unit) and BUNDLE.sha256. Same inputs, same bytes."""
     from edgekit.converters.bundle import build_bundle
     from edgekit.targets import load_profile
+
+    from edgekit.tempfiles import check_writable
+
+    check_writable(output, "bundle (-o)")  # before the wheels are fetched
 
     def progress(message: str) -> None:
         if not quiet:

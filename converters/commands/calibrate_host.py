@@ -12,6 +12,8 @@ import json
 
 import click
 
+from edgekit.commands.quiet import is_quiet
+
 
 @click.command(name="calibrate-host")
 @click.option("--show", is_flag=True, help="Print the cached figures without measuring.")
@@ -34,8 +36,8 @@ def command(show: bool, as_json: bool, realtime: bool) -> None:
         click.echo(f"warning: load average {load:.1f} on {os.cpu_count()} cpus: other processes "
                    "may slow the measurement (try --realtime)", err=True)
 
-    report = None if as_json else click.echo
-    if not show and not as_json:
+    report = None if as_json or is_quiet() else click.echo  # -q: the result lines only
+    if not show and not as_json and not is_quiet():
         click.echo("measuring onnxruntime on this machine (about half a minute)...")
     entry = load_or_calibrate(run=not show, force=not show, report=report)
     if as_json:

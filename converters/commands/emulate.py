@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 import click
 
+from edgekit.commands.quiet import quiet_flag
+
 
 @click.command(name="emulate")
 @click.argument("artifact", type=click.Path(dir_okay=False))
@@ -19,7 +21,7 @@ import click
               help="Seconds allowed for the emulated run.")
 @click.option("--rebuild-sysroot", is_flag=True, help="Rebuild the cached sysroot first.")
 @click.option("--json", "as_json", is_flag=True, help="Print the guest's full report as JSON.")
-@click.option("--quiet", "-q", is_flag=True, help="No sysroot progress output.")
+@quiet_flag
 @click.option("--val", "val_path", type=click.Path(dir_okay=False, exists=True),
               help="Held-out .npz (arrays named by input or x, labels as y): run it on the "
                    "emulated target and report the task metric next to the host's.")

@@ -15,7 +15,9 @@ from typing import Any
 import click
 from edgekit.converters.matrix.cells import Cell, CellResult, Defaults, Request
 
+from edgekit.commands.quiet import quiet_flag
 from edgekit.errors import UserError, VerificationError
+from edgekit.tempfiles import check_writable
 
 
 class CellsFailedError(VerificationError):
@@ -60,8 +62,7 @@ def build_request(origin: str) -> Request:
 @click.option("--output", "-o", type=click.Path(file_okay=False),
               help="Artifacts folder (default: the file's output key, else matrix-out beside it).")
 @click.option("--rebuild", is_flag=True, help="Build every cell, even those already cached.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar or messages; the summary "
-              "table only.")
+@quiet_flag
 def command(spec: str, executor: str, output: str | None, rebuild: bool, quiet: bool) -> None:
     """Build every cell of BUILDS.TOML (models x targets x variants) into its output folder,
     skipping cells whose artifact already has their content key, and print a summary."""
@@ -91,6 +92,7 @@ def command(spec: str, executor: str, output: str | None, rebuild: bool, quiet: 
         matrix.output.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create the output folder {str(matrix.output)!r}: {exc}") from exc
+    check_writable(matrix.output, "output folder (-o)", folder=True)
     say(f"matrix: {len(planned)} cell(s), {len(hits)} cached, building "
         f"{len(todo)} on {executor} into {matrix.output}")
     if todo:

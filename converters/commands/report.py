@@ -21,7 +21,9 @@ def command(artifact: str, output: str | None) -> None:
     from edgekit.converters.report.html import write_report
 
     from edgekit.artifact import read_artifact
+    from edgekit.tempfiles import check_writable
 
-    loaded = read_artifact(artifact)  # hashes checked: a report of a corrupt file would mislead
     target = Path(output) if output else Path(artifact).with_suffix(".report.html")
+    check_writable(target, "report (-o)")
+    loaded = read_artifact(artifact)  # hashes checked: a report of a corrupt file would mislead
     click.echo(str(write_report(loaded.manifest, target, Path(artifact).name)))

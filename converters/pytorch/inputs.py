@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from edgekit.errors import ExportError, UserError
@@ -89,8 +90,10 @@ def forward_names(src: TorchSource) -> tuple[list[str], int, bool]:
 
 
 # --------------------------------------------------------------------------- example inputs
-def example_inputs(src: TorchSource, given: Any, shapes: Any, dynamic_batch: bool) -> Traced:
-    """Tensors to trace with, checked against the model by a forward pass."""
+def example_inputs(src: TorchSource, given: Any, shapes: Any, dynamic_batch: bool,
+                   calib: Any = None) -> Traced:
+    """Tensors to trace with, checked against the model by a forward pass. ``calib`` (the
+    build's calibration data) only shapes the hint when no shape is given."""
     names, required, varargs = forward_names(src)
     program_shapes = _program_shapes(src) if src.kind == "exported_program" else None
     if given is not None:
@@ -103,8 +106,8 @@ def example_inputs(src: TorchSource, given: Any, shapes: Any, dynamic_batch: boo
         what = "a TorchScript module" if src.kind == "torchscript" else f"{src.label}.forward"
         raise ExportError(
             f"{src.name}: missing --input-shape: {what} does not say what shape it takes "
-            f"(inputs: {', '.join(names) or '?'}); pass e.g. --input-shape 1x3x224x224, or "
-            "example_inputs= from Python"
+            f"(inputs: {', '.join(names) or '?'}); pass e.g. --input-shape "
+            f"{shape_hint(calib) or '1x3x224x224'}, or example_inputs= from Python"
         )
     label = f"{src.label}.forward({', '.join(names)})"
     if len(args) < required or (len(args) > len(names) and not varargs):
@@ -119,6 +122,31 @@ def example_inputs(src: TorchSource, given: Any, shapes: Any, dynamic_batch: boo
     outputs = _dry_run(src, args)
     names = names[:len(args)] + [f"input_{i}" for i in range(len(names), len(args))]
     return Traced(args, names, outputs)
+
+
+def shape_hint(calib: Any) -> str | None:
+    """``--input-shape`` as the calibration data gives it, one sample each ([540, 1, 8, 8]
+    -> "1x1x8x8"): arrays, dicts of them, a .npy or a .npz (its 'y' labels left out)."""
+    import numpy as np
+
+    arrays: list[Any] = []
+    if isinstance(calib, dict):
+        arrays = [v for k, v in calib.items() if k != "y"]
+    elif isinstance(calib, np.ndarray):
+        arrays = [calib]
+    elif isinstance(calib, (str, Path)) and str(calib).endswith((".npz", ".npy")) \
+            and Path(calib).is_file():
+        try:
+            loaded = np.load(calib, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError):
+            return None  # the data stage says what is wrong with it
+        if isinstance(loaded, np.ndarray):
+            arrays = [loaded]
+        else:
+            with loaded:
+                arrays = [loaded[k] for k in loaded.files if k != "y"]
+    shapes = [np.shape(a)[1:] for a in arrays if np.ndim(a) >= 2]
+    return ",".join("x".join(str(d) for d in (1, *s)) for s in shapes) or None
 
 
 def _as_tensors(given: Any) -> tuple[Any, ...]:

@@ -18,6 +18,7 @@ import numpy as np
 from edgekit.errors import UserError
 
 from ..context import CALIBRATION_METHODS, BuildContext, Dataset
+from ..interrupt import interruptible
 from ..pipeline import Stage, StageConfig
 
 CHUNK_SAMPLES = 8  # samples per collect_data call: bounds the calibrator's memory
@@ -115,13 +116,14 @@ class Calibrate(Stage):
                        disable=True if ctx.config.quiet else None, leave=False)
             for start in range(0, len(data), CHUNK_SAMPLES):
                 stop = min(start + CHUNK_SAMPLES, len(data))
-                with contextlib.redirect_stdout(io.StringIO()):
-                    calibrator.collect_data(_ListReader(feeds(data, batched, start, stop)))
+                with contextlib.redirect_stdout(io.StringIO()):  # Ctrl-C between and within chunks
+                    interruptible(calibrator.collect_data,
+                                  _ListReader(feeds(data, batched, start, stop)))
                 bar.update(stop - start)
             bar.close()
             path = ctx.workdir / f"ranges-{method}.json"
             with contextlib.redirect_stdout(io.StringIO()):
-                ranges = calibrator.compute_data()
+                ranges = interruptible(calibrator.compute_data)
             computed[method] = ranges
             if method in asked:
                 save_tensors_data(ranges, path)

@@ -16,7 +16,7 @@ from edgekit.errors import CalibrationError, UserError
 
 from ..context import BuildContext
 from ..data import data_label, has_data, load_dataset
-from ..input_checks import check_calibration_size, check_value_range
+from ..input_checks import check_calibration_size, check_trained, check_value_range
 from ..pipeline import Stage
 
 
@@ -66,7 +66,7 @@ class LoadData(Stage):
         calib, spec = load_dataset(config.calib, fed, config.preprocess,
                                    progress=not config.quiet, limit=limit, seed=config.seed)
         if spec is None:  # arrays, not images: nothing scaled them (input_checks.py)
-            check_value_range(calib, ctx.inputs, config)
+            check_value_range(calib, ctx.inputs, config, ctx.float_model)
         if spec is not None:
             ctx.extra_manifest["preprocess"] = spec
             ctx.inputs[0]["preprocess"] = spec
@@ -88,6 +88,12 @@ class LoadData(Stage):
         ctx.extra_manifest["calibration"] = {"samples": len(ctx.calib), "validation_samples": len(ctx.val),
                                              "validation_also_calibrated": shared}
         check_calibration_size(ctx.calib, ctx.warn)
+        if config.weights and not ctx.val.synthetic:  # before calibrating: untrained weights stop here
+            from ..executor.shards import build_outputs
+
+            labels = None if ctx.val.labels is None else np.asarray(ctx.val.labels)
+            check_trained(config, build_outputs(config, ctx.float_path, ctx.val)[0], labels,
+                          ctx.val.source, ctx.warn)
         if hasattr(calib, "class_names"):
             ctx.extra_manifest["labels"] = calib.class_names
         inside = f", {shared} of them also calibrate" if shared else ""

@@ -65,7 +65,8 @@ class Estimate(Stage):
         ctx.extra_manifest["estimate"] = section
         shipped = est.variants["int8"]
         threads = est.threads[-1]
-        ctx.report(f"  int8: {shipped.macs / 1e6:.1f} M MACs, RAM {shipped.ram_bytes / 2**20:.1f} MB, "
+        ctx.report(f"  int8: {shipped.macs / 1e6:.1f} M MACs, RAM (load + run) "
+                   f"{shipped.ram_bytes / 2**20:.2f} MB, "  # as `edgekit estimate` and inspect print it
                    f"{shipped.latency_s[threads] * 1e3:.2f} ms at {threads} thread(s), "
                    f"{shipped.energy_j[threads] * 1e3:.2f} mJ/inference on {est.target}")
         for warning in est.warnings:

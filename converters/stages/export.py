@@ -72,7 +72,7 @@ class ExportTorch(Stage):
         src = resolve(config.source, config.weights)
         ctx.report(f"  {src.form} {src.name} ({src.kind}); tracing with a forward pass")
         traced = example_inputs(src, config.example_inputs, config.input_shape,
-                                config.dynamic_batch)
+                                config.dynamic_batch, config.calib)
         # after the shapes: a source that cannot run at all says so first
         check_weights_loaded(config, src.form, src.weights is not None)
         input_names = _names("--input-names", config.input_names, traced.input_names, "input")

@@ -16,6 +16,7 @@ from edgekit.artifact import TEST_VECTORS, encode_test_vectors, sha256_bytes, wr
 from edgekit.backends import BackendOptions, TensorSpec, backends_for
 from edgekit.errors import InternalError
 
+from ..builder import builder
 from ..context import BuildContext
 from ..data import data_label
 from ..metrics.float_tail import float_step
@@ -182,6 +183,7 @@ class Package(Stage):
         return {
             "schema_version": 1,
             "edgekit_version": edgekit.__version__,
+            "builder": builder(),  # the version and, from a checkout, the git commit
             # no build time: the same inputs give the same bytes (converters/content_key.py)
             "content_key": ctx.content_key,
             "target": {"name": ctx.profile.name, "sha256": ctx.profile.sha256,

@@ -23,7 +23,9 @@ def command(artifact: Path, root: str, name: str | None, service: str | None,
     signature when trusted keys are configured), then switch ROOT/NAME/current to it
     atomically and restart the service. On any failure the current one stays (exit 1 for a failed check, 2 for bad input)."""
     from edgekit.deploy import default_name, install
+    from edgekit.tempfiles import check_writable
 
+    check_writable(Path(root).expanduser(), "--root", folder=True)
     slot = name or default_name(artifact)
     result = install(artifact, Path(root).expanduser(), slot, service or f"edgekit-{slot}",
                      backend)

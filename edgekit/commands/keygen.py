@@ -14,7 +14,10 @@ def command(private_key: str, public_key: str | None, force: bool) -> None:
     """Write a new Ed25519 key pair: PRIVATE_KEY (mode 0600; keep it on the build host) and
     its public key (copy it to the devices' trusted-key folder or $EDGEKIT_TRUSTED_KEYS)."""
     from edgekit.signing import generate_key_pair
+    from edgekit.tempfiles import check_writable
 
+    check_writable(private_key, "private key")
+    check_writable(public_key or f"{private_key}.pub", "public key (--public)")
     public = generate_key_pair(private_key, public_key, overwrite=force)
     click.echo(f"key id {public.key_id}\n  private key {private_key} (mode 0600, never copy "
                f"it to a device)\n  public key  {public.source}")

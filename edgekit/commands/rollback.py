@@ -17,6 +17,11 @@ from edgekit.commands.install import DEFAULT_ROOT
 def command(name: str, root: str, service: str | None) -> None:
     """Make ROOT/NAME/previous current again (atomic switch) and restart the service."""
     from edgekit.deploy import rollback
+    from edgekit.tempfiles import check_writable
+
+    slot = Path(root).expanduser() / name
+    if slot.is_dir():  # a missing slot is rollback's own error
+        check_writable(slot, "--root", folder=True)
 
     now, before = rollback(Path(root).expanduser(), name, service or f"edgekit-{name}")
     click.echo(f"current:  {now.name} (was {before.name}, kept as previous)")

@@ -16,7 +16,9 @@ def command(artifact: str, key: str, output: str | None) -> None:
     manifest (which hashes every member) is signed; an old signature is replaced."""
     from edgekit.artifact import read_artifact, write_artifact
     from edgekit.signing import load_private_key
+    from edgekit.tempfiles import check_writable
 
+    check_writable(output or artifact, "signed artifact (-o)")
     private = load_private_key(key)  # a bad key fails before anything is read or written
     loaded = read_artifact(artifact)
     members = {name: loaded.read(name) for name in loaded.members}

@@ -106,7 +106,8 @@ def test_module_callable_with_weights_names_and_dynamic_batch(tmp_path, monkeypa
         code = cli_main(["build", f"{PACKAGE}.models:TinyNet", "--weights", str(weights),
                          "--input-shape", "1x1x8x8", "--dynamic-batch", "--input-names", "pixels",
                          "--output-names", "logits", "--calib", str(DIGITS_NPZ), "--target",
-                         "host", "--format", "onnx", "--method", "minmax", "-o", str(out), "-q"])
+                         "host", "--format", "onnx", "--method", "minmax", "-o", str(out), "-q",
+                         "--random-weights"])  # the checkpoint's weights are random on purpose
     finally:
         forget(PACKAGE)
     assert code == 0

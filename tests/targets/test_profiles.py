@@ -49,7 +49,7 @@ def test_every_fact_carries_a_source_comment():
 
 
 def test_unknown_target_lists_allowed():
-    with pytest.raises(TargetError, match="unknown target 'pi4'; allowed: .*rpi4"):
+    with pytest.raises(TargetError, match=r"unknown target 'pi4' \(did you mean 'rpi4'\?\); allowed: .*rpi4"):
         load_profile("pi4")
 
 
