@@ -225,6 +225,8 @@ class Service:
             f"{temp:.1f}C" if temp is not None else "n/a",
             f"{self.target_fps():.2f}" if self.fps else "unpaced")
         self.summary.stats_lines += 1
+        for line in self.model.drift_warnings():  # once per stats line while it lasts
+            log.warning("drift: %s", line)
         self._window = []
         self._window_batches = set()
         self._window_start = now
