@@ -1,0 +1,111 @@
+"""The drift watch's cost (edgekit/drift.py), side by side in one process, as ratios.
+
+    python tools/bench_drift.py [--vision A.edgekit] [--rounds N] [--threads 1]
+
+On a 224x224 MobileNetV2-like net (random weights: speed only; ``bench_runtime_common.
+build_vision``), batch 1: ``predict`` of a model with the watch / the same artifact loaded
+without it (``detach``), for
+
+1. the .tflite with an input inside the calibrated range (the write's min/max find nothing
+   to clip: the watch costs one add; its outputs are counted on timed runs);
+2. the .tflite with an input of which about half the values are outside the range (the
+   write clips anyway; the watch counts them per channel on a strided sample: its worst
+   case, every run);
+3. the .onnx on onnxruntime, in range (inputs counted on sampled runs).
+
+Both sides of a pair run the same session, the watch attached or detached before each call.
+
+The bar is <= 1.01 (1% of predict). Each pair runs in alternating blocks; a ratio is the
+median of per-block ratios (1 thread: thread CPU time, else wall time), with its 90%
+bootstrap interval (``bench_peers.paired``). Run it a few times on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tools"))
+
+from bench_peers import paired, ratio_text, verdict  # noqa: E402
+from bench_runtime_common import build_vision  # noqa: E402
+
+import edgekit  # noqa: E402
+
+BAR = 1.01
+
+
+def switched(model: Any, on: bool) -> Any:
+    """``predict`` of ``model`` with its drift watch attached (``on``) or detached: the
+    same session on both sides of a pair (two sessions of one model differ by ~1% here
+    on their own). Each call first sets the watch's few references, on both sides alike."""
+    watch = model._drift  # noqa: SLF001 - the bench switches the watch off on one side
+    session, backend = model.session, model.session.backend
+    counters = watch.inputs if on else {}
+
+    def predict(x: np.ndarray) -> Any:
+        model._drift = session.drift = watch if on else None
+        backend.watch_inputs(counters)
+        return model.predict(x)
+
+    return predict
+
+
+def inputs(model: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(an input inside the calibrated range, one with about half its values outside)."""
+    spec = model.spec.inputs[0]
+    shape = [d if isinstance(d, int) and d > 0 else 1 for d in spec.shape]
+    record = spec.calibration
+    low, high = (record.low, record.high) if record else (-1.0, 1.0)
+    rng = np.random.default_rng(0)
+    inside = rng.uniform(low, high, shape).astype(np.float32)
+    centre = (low + high) / 2
+    outside = (centre + (inside - centre) * 2.0).astype(np.float32)  # half past the ends
+    return inside, outside
+
+
+def rows(vision: Path, threads: int, rounds: int) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for backend, cases in (("litert", ("in range", "half outside")),
+                           ("onnxruntime", ("in range",))):
+        model = edgekit.load(vision, backend=backend, threads=threads)
+        watched, bare = switched(model, True), switched(model, False)
+        inside, outside = inputs(model)
+        for case in cases:
+            x = inside if case == "in range" else outside
+            r = paired(lambda x=x, w=watched: w(x), lambda x=x, b=bare: b(x), rounds, threads)
+            watched(x)
+            share = model.stats()["drift"]["inputs"][model.inputs[0].name]["share"]
+            out.append((f"{model.format} predict, {case} (clipped share {share:.3f}) "
+                        f"watch / none ({threads}t)", r))
+        model.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--vision", type=Path, help="a 224 px artifact with .tflite and .onnx "
+                        "(default: build_vision into a temp folder)")
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        vision = args.vision or build_vision(Path(tmp) / "vision.rpi4.edgekit")
+        results = rows(vision, args.threads, args.rounds)
+    ok = True
+    for name, r in results:
+        passed = r["ratio"] <= BAR
+        ok &= passed
+        print(f"{name:<78} {ratio_text(r)}  {r['a_ms']:.3f} / {r['b_ms']:.3f} ms  "
+              f"<= {BAR}  {verdict(passed, r, BAR)}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
