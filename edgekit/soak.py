@@ -201,9 +201,9 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     began = summary["throttling_seen_at_s"]
     return [
         f"settled p95 {summary['settled_p95_ms']:.3f} ms (median of the interval p95s from "
-        f"{summary['settled_from_s']:g} s on); first interval p95 {summary['first_p95_ms']:.3f} "
+        f"{summary['settled_from_s']:.1f} s on); first interval p95 {summary['first_p95_ms']:.3f} "
         f"ms; settled/first {summary['settled_over_first']}",
-        "throttling: " + (f"first seen at {began:g} s" if began is not None else "never seen")
+        "throttling: " + (f"first seen at {began:.1f} s" if began is not None else "never seen")
         + f"; max temperature {summary['max_temperature_c']} C; lowest CPU frequency "
         f"{summary['min_cpu_mhz']} MHz; energy {summary['energy_source']}",
     ]

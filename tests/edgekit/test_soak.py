@@ -1,62 +1,23 @@
 """``edgekit bench --soak``: the model run for a while on a fake Pi 4 tree that heats as the
-load runs (a heater thread turns this process's CPU time into degrees, and past the
-profile's 80 C soft limit sets the firmware's throttle bits and drops the CPU clock to
-1000 MHz, as a Pi 4 in a case does); the per-interval table, the plot and the summary."""
+load runs (``tools/soak_fake_board.Heater`` turns this process's CPU time into degrees, and
+past the profile's 80 C soft limit sets the firmware's throttle bits and steps the CPU clock
+down to 1000/750/600 MHz, as a Pi 4 in a case does); the per-interval table, the plot and
+the summary."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from soak_fake_board import HOT_C, Heater
 
 from edgekit.cli import main
 
 from .fake_sysfs import pi4_tree
 from .test_power_sensors import ina_tree
-
-HOT_C = 80.0  # the rpi4 profile's soft limit: the firmware starts stepping the clock down
-
-
-class Heater:
-    """Heats the fake tree by ``c_per_cpu_s`` degrees per CPU second this process uses
-    (from 70 C: a full core reaches HOT_C in 0.5 s, a quarter of one in 2 s; the machine
-    running the tests is shared), cooling slowly towards 45 C; throttled past HOT_C (get_throttled 0x60006: frequency capped and
-    throttled, now and since boot; scaling_cur_freq 1000000 kHz)."""
-
-    def __init__(self, root: Path, start_c: float = 70.0, c_per_cpu_s: float = 20.0) -> None:
-        self.root, self.temp, self.rate = root, start_c, c_per_cpu_s
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-        self.throttled_at: float | None = None
-        self._write()
-
-    def _put(self, rel: str, text: str) -> None:
-        """Replace a file whole (a reader never sees it half written, as with sysfs)."""
-        path = self.root / rel
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text + "\n")
-        os.replace(tmp, path)
-
-    def _write(self) -> None:
-        hot = self.temp >= HOT_C
-        self._put("sys/class/thermal/thermal_zone0/temp", str(int(self.temp * 1000)))
-        self._put("sys/devices/platform/soc/soc:firmware/get_throttled", "60006" if hot else "0")
-        for cpu in range(4):
-            self._put(f"sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_cur_freq",
-                      "1000000" if hot else "1500000")
-
-    def _loop(self) -> None:
-        last = sum(os.times()[:2])
-        while not self.stop.wait(0.02):
-            now = sum(os.times()[:2])
-            self.temp += self.rate * (now - last) - 0.0005 * (self.temp - 45.0)
-            last = now
-            self._write()
 
 
 @pytest.fixture
@@ -91,10 +52,10 @@ def test_the_soak_sees_the_board_heat_and_throttle(digits_artifact: Path, heatin
     assert temps[-1] > temps[0] + 5 and max(temps) >= HOT_C
     first = next(i for i in intervals if i["throttling"])
     assert first["throttle"] == "0x60006" and "throttled" in first["throttle_flags"]
-    assert first["cpu_mhz"] == 1000.0 and intervals[0]["cpu_mhz"] == 1500.0
+    assert first["cpu_mhz"] <= 1000.0 and intervals[0]["cpu_mhz"] == 1500.0
     assert not intervals[0]["throttling"] and intervals[0]["throttle"] == "0x0"
     assert summary["throttling_seen_at_s"] == first["end_s"]
-    assert summary["min_cpu_mhz"] == 1000.0 and summary["max_temperature_c"] == max(temps)
+    assert summary["min_cpu_mhz"] <= 1000.0 and summary["max_temperature_c"] == max(temps)
     timed = [i for i in intervals if i["p95_ms"] is not None]
     quarter = -(-len(timed) // 4)
     tail = sorted(i["p95_ms"] for i in timed[-quarter:])
