@@ -12,8 +12,9 @@ Counting costs almost nothing on the hot path:
 
 * a quantized LiteRT input: the input write already takes the min and max of the scaled
   input to decide whether to clip (``backends/tflite_io.py``); an input in range costs the
-  watch one integer add. Only when something clips is it counted (one clipped run in
-  :data:`CLIP_EVERY`, weighted by it), per channel, on a strided sample of at most
+  watch one integer add. Only when something clips is it counted (every such run of the
+  first :data:`EXACT_RUNS`, then one in :data:`CLIP_EVERY`, standing for the others), per
+  channel, on a strided sample of at most
   :data:`SAMPLE_VALUES` values per channel, scaled to the whole input.
 * any other input (onnxruntime, a float-I/O .tflite): every observed run (the runs
   ``stats()`` times) when it is at most one sample, else one in :data:`INPUT_EVERY`.
@@ -49,6 +50,7 @@ INPUT_EVERY = 16  # inputs larger than a sample, not counted by the write: 1 obs
 # 34 us). Every clipped run is still counted in ``clipped_runs``.
 CLIP_EVERY = 8
 OUTPUT_EVERY = 8
+EXACT_RUNS = 64  # ... after the first 64 (a few images through `edgekit run`: all counted)
 MIN_VALUES = 512  # values per input/output counted before a warning can be given
 CHANNEL_AXES = {"NCHW": 1, "NHWC": 3, "NCW": 1, "NWC": 2}
 
@@ -162,15 +164,20 @@ class InputCounter:
     sample) over every value seen. Fed by the LiteRT input write (``values`` += size on
     every run, ``clipped_codes`` when something clipped) or by ``observe`` (sampled runs)."""
 
-    __slots__ = ("tensor", "values", "clipped", "clipped_runs", "runs", "counted_by")
+    __slots__ = ("tensor", "values", "clipped", "clipped_runs", "runs", "counted_by",
+                 "write_runs", "write_counted", "write_clipped")
 
     def __init__(self, tensor: Watched) -> None:
         self.tensor = tensor
         self.values = 0  # values seen (all of them on the write path; observed runs' else)
-        self.clipped = np.zeros(tensor.channels, dtype=np.float64)
-        self.clipped_runs = 0
+        self.clipped = np.zeros(tensor.channels, dtype=np.float64)  # observed runs
+        self.clipped_runs = 0  # observed runs that clipped
         self.runs = 0  # observed runs (the sampled path)
         self.counted_by = "sampled runs"
+        # the write path: every run that clipped, the ones counted, what those clipped
+        self.write_runs = 0
+        self.write_counted = 0
+        self.write_clipped = np.zeros(tensor.channels, dtype=np.float64)
 
     def axis_of(self, array: np.ndarray) -> int | None:
         """The channel axis of ``array``: the manifest's, or the last one for an input
@@ -184,38 +191,42 @@ class InputCounter:
             return array.ndim - 1
         return None
 
-    def _add(self, array: np.ndarray, low: float, high: float, weight: int = 1) -> None:
+    def _count(self, array: np.ndarray, low: float, high: float) -> np.ndarray:
+        """Values of ``array`` outside [low, high] per channel, estimated from a sample."""
         axis = self.axis_of(array)
         view = sample_view(array, axis)
         counts, per = outside_counts(view, low, high, axis)
-        if counts.any():
-            whole = array.size / max(1, counts.size)  # values per channel in the whole input
-            scaled = counts * (weight * whole / max(1, per))
-            if counts.size != self.clipped.size:  # layout unknown: the tensor's share
-                scaled = np.full(self.clipped.size, scaled.sum() / max(1, self.clipped.size))
-            self.clipped += scaled
+        whole = array.size / max(1, counts.size)  # values per channel in the whole input
+        scaled = counts * (whole / max(1, per))
+        if counts.size != self.clipped.size:  # layout unknown: the tensor's share
+            scaled = np.full(self.clipped.size, scaled.sum() / max(1, self.clipped.size))
+        return scaled
 
     def clipped_codes(self, scaled: np.ndarray, low: float, high: float) -> None:
         """The LiteRT write found values outside its codes [low, high] (``scaled`` is the
-        input divided by its scale, before the clip): count them per channel, one such
-        run in CLIP_EVERY (weighted by it)."""
-        self.clipped_runs += 1
-        if self.clipped_runs % CLIP_EVERY == 1:
+        input divided by its scale, before the clip): count them per channel on one such
+        run in CLIP_EVERY; the others count as the mean of the counted ones."""
+        self.write_runs += 1
+        if self.write_runs <= EXACT_RUNS or self.write_runs % CLIP_EVERY == 1:
             try:
-                self._add(scaled, low, high, CLIP_EVERY)
+                self.write_clipped += self._count(scaled, low, high)
+                self.write_counted += 1
             except Exception:  # noqa: BLE001 - the watch must never fail a run
                 pass
 
     def observe(self, array: np.ndarray) -> None:
         self.runs += 1
         self.values += array.size
-        before = self.clipped.sum()
-        self._add(array, self.tensor.low, self.tensor.high)
-        self.clipped_runs += bool(self.clipped.sum() > before)
+        counts = self._count(array, self.tensor.low, self.tensor.high)
+        self.clipped += counts
+        self.clipped_runs += bool(counts.any())
 
     def shares(self) -> list[float]:
         per = self.values / max(1, self.tensor.channels)
-        return [float(c) / per if per else 0.0 for c in self.clipped]
+        clipped = self.clipped
+        if self.write_counted:
+            clipped = clipped + self.write_clipped * (self.write_runs / self.write_counted)
+        return [float(c) / per if per else 0.0 for c in clipped]
 
 
 class OutputCounter:
@@ -280,13 +291,13 @@ class DriftWatch:
         try:
             self._observed += 1
             if feeds is not None and self._sampled:
-                every = self._observed % INPUT_EVERY == 1
+                every = self._observed <= EXACT_RUNS or self._observed % INPUT_EVERY == 1
                 for counter in self._sampled:
                     value = feeds.get(counter.tensor.name)
                     if value is not None and value.dtype.kind == "f" and (
                             every or value.size <= SAMPLE_VALUES):
                         counter.observe(value)
-            if self._observed % OUTPUT_EVERY == 1:
+            if self._observed <= EXACT_RUNS or self._observed % OUTPUT_EVERY == 1:
                 for counter, value in zip(self.outputs, results, strict=False):
                     if counter is not None:
                         counter.observe(value)
@@ -330,7 +341,7 @@ class DriftWatch:
                 "share": round(sum(shares) / max(1, len(shares)), 6),
                 "channels": [round(s, 6) for s in shares],
                 "baseline": [round(c.tensor.baseline_of(i), 6) for i in range(len(shares))],
-                "values": int(c.values), "clipped_runs": int(c.clipped_runs),
+                "values": int(c.values), "clipped_runs": int(c.clipped_runs + c.write_runs),
                 "counted_by": c.counted_by}
         outputs = {c.tensor.name: {"range": [c.tensor.low, c.tensor.high],
                                    "at_limits": round(c.share(), 6),

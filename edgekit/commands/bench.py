@@ -64,6 +64,10 @@ def bench_one(path: str, threads: int | str, batch: int, duration: float, runs: 
         chosen = model.threads
         power = PowerModel.from_profile(model.spec.target.profile)
         seconds_per_sample = float(np.median(times)) / batch
+        mj = round(power.energy_j(chosen, seconds_per_sample) * 1e3, 4)
+        stats = model.stats() if model.meter is not None else {}
+        if stats.get("energy_source", "modelled") != "modelled":  # a power sensor measured it
+            mj = round(stats["energy_j_per_sample"] * 1e3, 4)
         label = f"auto->{chosen}" if threads == "auto" else str(threads)
         return {
             "threads": label, "threads_used": chosen, "batch": batch, "runs": len(times),
@@ -71,7 +75,7 @@ def bench_one(path: str, threads: int | str, batch: int, duration: float, runs: 
             "latency_ms": percentiles_ms(times),
             "samples_per_s": round(len(times) * batch / elapsed, 2),
             "peak_rss_mb": round(peak_rss_mb() or 0.0, 1),
-            "mj_per_sample": round(power.energy_j(chosen, seconds_per_sample) * 1e3, 4),
+            "mj_per_sample": mj, "energy_source": stats.get("energy_source", "modelled"),
             "runtime": model.runtime, "format": model.format,
         }
     finally:
