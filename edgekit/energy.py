@@ -27,14 +27,18 @@ from edgekit.power_sensors import PowerSensor
 from edgekit.targets import PowerModel
 
 MIN_INTERVAL_S = 0.05
+HWMON_INTERVAL_S = 1.0
+VCGENCMD_INTERVAL_S = 2.0
 
 
 class PowerMeter:
     """Samples one sensor on a daemon thread (never raises; a failed read is skipped)."""
 
-    def __init__(self, sensor: PowerSensor, interval_s: float = 1.0, size: int = 4096,
+    def __init__(self, sensor: PowerSensor, interval_s: float | None = None, size: int = 4096,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.sensor = sensor
+        if interval_s is None:  # a hwmon read is a file read; vcgencmd starts a process
+            interval_s = VCGENCMD_INTERVAL_S if sensor.kind == "vcgencmd" else HWMON_INTERVAL_S
         self.interval_s = max(MIN_INTERVAL_S, float(interval_s))
         self.clock = clock
         self._ring = np.full((size, 2), np.nan)
