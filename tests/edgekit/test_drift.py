@@ -156,3 +156,33 @@ def test_a_bad_record_names_the_field(dim_artifact: Path, record: dict, message:
     data["inputs"][0]["calibration"] = record
     with pytest.raises(ArtifactError, match=message.replace("[", r"\[").replace("]", r"\]")):
         Manifest.from_dict(data)
+
+
+def test_outputs_at_the_int8_limits_warn_beyond_their_baseline() -> None:
+    from edgekit.drift import DriftWatch, Watched
+
+    # logits on a grid of step 0.1 over [-12.8, 12.7]; the build saw 2% of them at a limit
+    logits = Watched("logits", -12.8, 12.7, 0.1, baseline=(0.02,))
+    watch = DriftWatch([], [logits], threshold=0.01)
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        watch.observe(None, [rng.normal(0, 2, (1, 100)).astype(np.float32)])
+    assert watch.warnings() == []
+    for _ in range(10):  # a new sensor's gain: half the logits pinned at the top code
+        out = rng.normal(0, 2, (1, 100)).astype(np.float32)
+        out[0, :50] = 12.7
+        watch.observe(None, [out])
+    [warning] = watch.warnings()
+    assert warning.startswith("output 'logits': 25.00% of values at the int8 limits")
+    assert watch.info()["outputs"]["logits"]["at_limits"] == pytest.approx(0.25)
+
+
+def test_a_channel_is_found_in_either_layout() -> None:
+    from edgekit.drift import InputCounter, Watched
+
+    counter = InputCounter(Watched("x", 0.0, 1.0, 1 / 255, channel_axis=1, channels=3))
+    nchw = np.zeros((1, 3, 64, 64), np.float32)
+    nchw[:, 1, :16] = 2.0  # a quarter of channel 1
+    counter.observe(nchw)
+    counter.observe(np.ascontiguousarray(nchw.transpose(0, 2, 3, 1)))  # the NHWC form
+    assert counter.shares() == pytest.approx([0.0, 0.25, 0.0], abs=0.02)
