@@ -54,7 +54,8 @@ _FastPath = tuple[dict[tuple[int, ...], bool], bool, "str | None", Callable[...,
 
 def thresholds_for(spec: Manifest) -> Thresholds:
     thermal = spec.target.profile.thermal
-    return Thresholds(soft_limit_c=thermal.soft_limit_c, hard_limit_c=thermal.hard_limit_c)
+    return Thresholds(soft_limit_c=thermal.soft_limit_c, hard_limit_c=thermal.hard_limit_c,
+                      supply_w=spec.target.profile.power.supply_w)
 
 
 class Model:
@@ -273,8 +274,11 @@ class Model:
         """The (started) power monitor for this model's target thresholds."""
         with self._lock:
             if self._monitor is None:
-                self._monitor = PowerMonitor(self.options.power_root, thresholds_for(self.spec),
-                                             self.options.monitor_interval_s).start()
+                meter = self._meter  # measured watts: the power_limit state
+                self._monitor = PowerMonitor(
+                    self.options.power_root, thresholds_for(self.spec),
+                    self.options.monitor_interval_s,
+                    watts=meter.watts_now if meter is not None else None).start()
             return self._monitor
 
     def submit(self, x: np.ndarray | dict[str, np.ndarray], block: bool = True,

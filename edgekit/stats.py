@@ -297,7 +297,7 @@ def model_stats(parts: StatsParts) -> dict[str, Any]:
                else read_power(parts.power_root, parts.thresholds))
     out["power"] = {k: v for k, v in reading.as_dict().items()
                     if k in ("state", "conditions", "temperature_c", "on_battery",
-                             "battery_pct", "throttle_flags", "loadavg", "sensors")}
+                             "battery_pct", "throttle_flags", "loadavg", "sensors", "watts")}
     out["power_model"] = {"idle_w": power.idle_w, "full_load_w": power.full_load_w,
                           "cores": power.cores}
     if parts.batcher is not None:

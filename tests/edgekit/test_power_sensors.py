@@ -222,3 +222,34 @@ def test_the_tuner_reads_measured_watts_per_thread_count(tmp_path: Path) -> None
     assert measured.energy_j(2, 0.01) == pytest.approx(0.05)
     ratio = (3.5 / model.watts(1) + 5.0 / model.watts(2)) / 2
     assert measured.watts(4) == pytest.approx(model.watts(4) * ratio)
+
+
+def test_measured_watts_near_the_supply_rating_save_power(tmp_path: Path) -> None:
+    from edgekit.batch_policy import batch_policy
+    from edgekit.policy import state_policy
+    from edgekit.power import NORMAL, POWER_LIMIT, Thresholds, read_power
+
+    root = pi4_tree(tmp_path)
+    limits = Thresholds(supply_w=15.0)  # the rpi4 profile's official 5.1 V 3 A supply
+    assert read_power(str(root), limits, watts=lambda: 13.0).state == NORMAL  # 87%
+    high = read_power(str(root), limits, watts=lambda: 14.0)  # 93%
+    assert high.state == POWER_LIMIT and "supply_limit" in high.conditions
+    assert high.watts == 14.0 and "power" in high.sensors
+    # hysteresis: once limited, 87% still is; 80% is not
+    assert read_power(str(root), limits, POWER_LIMIT, watts=lambda: 13.0).state == POWER_LIMIT
+    assert read_power(str(root), limits, POWER_LIMIT, watts=lambda: 12.0).state == NORMAL
+    # the batcher batches twice as much, the tuner keeps half the threads, as when hot
+    assert batch_policy(POWER_LIMIT, "balanced", 8, None, 0.1).max_batch == 16
+    assert state_policy("latency", POWER_LIMIT, [1, 2, 3, 4]) == ("efficiency", [1, 2])
+
+
+def test_a_model_on_a_board_at_its_supply_limit(digits_artifact: Path, tmp_path: Path) -> None:
+    root = ina_tree(tmp_path, microwatts=14000000)  # 14 W of a 15 W supply
+    with np.load(Path(__file__).parents[2] / "examples/raspberrypi/digits.npz") as npz:
+        x = npz["x"][:4].astype(np.float32)
+    with edgekit.load(digits_artifact, backend="onnxruntime", threads=1,
+                      power_root=str(root)) as model:
+        assert model.submit(x[:1]).result(timeout=30).shape == (1, 10)
+        stats = model.stats()
+    assert stats["batcher"]["state"] == "power_limit"
+    assert stats["power"]["state"] == "power_limit" and stats["power"]["watts"] == 14.0
