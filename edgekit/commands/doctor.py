@@ -33,12 +33,14 @@ def report(root: str, target: str, sensor: str = "auto") -> dict[str, Any]:
 
     from edgekit import __version__
     from edgekit.power import Thresholds, read_power
+    from edgekit.power_sensors import find_sensors
     from edgekit.stats import usable_cpus
     from edgekit.targets import load_profile
 
     profile = load_profile(target)
     thresholds = Thresholds.from_profile(profile.to_dict())
-    reading = read_power(root, thresholds)
+    meters = find_sensors(root, sensor)
+    reading = read_power(root, thresholds, watts=meters[0].read_watts if meters else None)
     try:
         affinity = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -51,19 +53,13 @@ def report(root: str, target: str, sensor: str = "auto") -> dict[str, Any]:
         "runtimes": runtimes(), "target": profile.name,
         "thresholds": {"soft_limit_c": thresholds.soft_limit_c,
                        "hard_limit_c": thresholds.hard_limit_c,
-                       "low_battery_pct": thresholds.low_battery_pct},
+                       "low_battery_pct": thresholds.low_battery_pct,
+                       "supply_w": thresholds.supply_w},
         "root": root, "power": reading.as_dict(), "hints": hints(reading),
-        "power_sensors": power_sensors(root, sensor),
+        # the board power sensors found (edgekit/power_sensors.py), the one used first
+        "power_sensors": [{"source": s.source, "kind": s.kind, "name": s.name,
+                           "method": s.method, "watts": s.read_watts()} for s in meters],
     }
-
-
-def power_sensors(root: str, option: str) -> list[dict[str, Any]]:
-    """The board power sensors found (``edgekit/power_sensors.py``), the one used first,
-    each with its reading now."""
-    from edgekit.power_sensors import find_sensors
-
-    return [{"source": s.source, "kind": s.kind, "name": s.name, "method": s.method,
-             "watts": s.read_watts()} for s in find_sensors(root, option)]
 
 
 def hints(reading: Any) -> list[str]:
@@ -134,10 +130,12 @@ def lines(data: dict[str, Any]) -> list[str]:
                    "vcgencmd pmic_read_adc): energy is modelled from the profile")
     thresholds = data["thresholds"]
     conditions = ", ".join(power["conditions"]) or "none"
+    supply = (f", supply {thresholds['supply_w']:g} W" if thresholds.get("supply_w")
+              else "")
     out.append(f"power state: {power['state']} (conditions: {conditions}; {data['target']} "
                f"limits: soft {thresholds['soft_limit_c']:g} C, hard "
                f"{thresholds['hard_limit_c']:g} C, low battery "
-               f"{thresholds['low_battery_pct']:g}%)")
+               f"{thresholds['low_battery_pct']:g}%{supply})")
     out += [f"hint: {h}" for h in data["hints"]]
     return out
 
