@@ -162,7 +162,7 @@ def command(artifact: str, threads: list[int | str], batches: list[int], duratio
         from edgekit.commands.soak_run import soak_command
 
         soak_command(artifact, threads[0], batches[0], soak, rate, interval_s, plot_path,
-                     root, warmup, policy, backend, as_json)
+                     root, warmup, policy, backend, as_json, bench_feeds)
         return
     spec = read_artifact(artifact).spec
     fixed = spec.inputs[0].shape[0] if spec.inputs else None

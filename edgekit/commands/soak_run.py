@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
+import numpy as np
 
 
 def default_plot(artifact: str) -> str:
@@ -19,9 +21,11 @@ def default_plot(artifact: str) -> str:
 
 def soak_command(artifact: str, threads: int | str, batch: int, seconds: float,
                  rate: float | None, interval_s: float, plot_path: str | None, root: str,
-                 warmup: int, policy: str, backend: str | None, as_json: bool) -> None:
+                 warmup: int, policy: str, backend: str | None, as_json: bool,
+                 bench_feeds: Callable[[Any, int], dict[str, np.ndarray]]) -> None:
+    """``bench_feeds``: the bench's inputs for a model and batch (``commands/bench.py``,
+    handed over: that module imports this one)."""
     import edgekit
-    from edgekit.commands.bench import bench_feeds
     from edgekit.soak import HEADER, line, plot, run_soak, summarize, summary_lines
     from edgekit.tempfiles import atomic_write_text
 

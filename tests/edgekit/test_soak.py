@@ -32,7 +32,7 @@ def heating_pi4(tmp_path: Path) -> Iterator[Path]:
 
 def soak(capsys: pytest.CaptureFixture[str], artifact: Path, root: Path, plot: Path,
          *extra: str) -> dict:
-    code = main(["bench", str(artifact), "--soak", "3", "--interval", "0.25", "--threads", "1",
+    code = main(["bench", str(artifact), "--soak", "5", "--interval", "0.25", "--threads", "1",
                  "--backend", "onnxruntime", "--root", str(root), "--plot", str(plot),
                  "--warmup", "1", "--json", *extra])
     out = capsys.readouterr().out
@@ -47,7 +47,7 @@ def test_the_soak_sees_the_board_heat_and_throttle(digits_artifact: Path, heatin
     report = soak(capsys, digits_artifact, heating_pi4, plot)
     intervals, summary = report["intervals"], report["summary"]
     # the machine running the tests is shared: an interval may pass with the process starved
-    assert len(intervals) >= 11 and sum(i["runs"] > 0 for i in intervals) >= len(intervals) - 2
+    assert len(intervals) >= 19 and sum(i["runs"] > 0 for i in intervals) >= len(intervals) - 4
     temps = [i["temperature_c"] for i in intervals]
     assert temps[-1] > temps[0] + 5 and max(temps) >= HOT_C
     first = next(i for i in intervals if i["throttling"])
@@ -89,7 +89,7 @@ def test_a_fixed_rate_and_measured_energy(digits_artifact: Path, tmp_path: Path,
     root = ina_tree(tmp_path / "ina", microwatts=4000000)
     report = soak(capsys, digits_artifact, root, tmp_path / "r.svg", "--rate", "40")
     runs = sum(i["runs"] for i in report["intervals"])
-    assert 100 <= runs <= 125  # 40/s for 3 s
+    assert 170 <= runs <= 205  # 40/s for 5 s
     assert report["summary"]["throttling_seen_at_s"] is None
     assert {i["energy_source"] for i in report["intervals"]} == {
         "hwmon ina226 (hwmon2/power1_input)"}
