@@ -15,6 +15,12 @@ without it (``detach``), for
 
 Both sides of a pair run the same session, the watch attached or detached before each call.
 
+Then what the watch is for, on a trained model with real inputs: the committed digits CNN
+(``bench_runtime_common.build_small``, calibrated on scikit-learn digits scaled to [0, 1]) on
+all 540 digits with their pixel values multiplied by a gain (a camera's exposure moving):
+per gain, the share of input values the watch finds outside the calibrated range, whether it
+warns, and top-1 against the labels with its 95% Wilson interval.
+
 The bar is <= 1.01 (1% of predict). Each pair runs in alternating blocks; a ratio is the
 median of per-block ratios (1 thread: thread CPU time, else wall time), with its 90%
 bootstrap interval (``bench_peers.paired``). Run it a few times on a shared machine.
@@ -34,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 
 from bench_peers import paired, ratio_text, verdict  # noqa: E402
-from bench_runtime_common import build_vision  # noqa: E402
+from bench_runtime_common import build_small, build_vision  # noqa: E402
 
 import edgekit  # noqa: E402
 
@@ -88,22 +94,50 @@ def rows(vision: Path, threads: int, rounds: int) -> list[tuple[str, dict[str, A
     return out
 
 
+GAINS = (1.0, 1.1, 1.25, 1.5, 2.0)
+
+
+def accuracy_rows(digits: Path) -> list[str]:
+    """Per exposure gain on the real digits: clipped share, warning, top-1 [95% CI]."""
+    from scipy.stats import binomtest
+
+    with np.load(REPO / "examples/raspberrypi/digits.npz") as npz:
+        x, y = npz["x"].astype(np.float32), npz["y"]
+    lines = [f"{'gain':>5} {'clipped share':>14} {'warns':>6} {'top-1 (n=' + str(len(y)) + ')':>14}"
+             "  95% interval"]
+    for gain in GAINS:
+        with edgekit.load(digits, backend="litert", threads=1) as model:
+            hits = sum(int(np.argmax(model.predict(x[i:i + 1] * gain)) == y[i])
+                       for i in range(len(y)))
+            share = model.stats()["drift"]["inputs"][model.inputs[0].name]["share"]
+            warns = bool(model.drift_warnings())
+        ci = binomtest(hits, len(y)).proportion_ci(method="wilson")
+        lines.append(f"{gain:>5.2f} {share:>14.4f} {'yes' if warns else 'no':>6} "
+                     f"{hits / len(y):>14.4f}  [{ci.low:.3f}, {ci.high:.3f}]")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--vision", type=Path, help="a 224 px artifact with .tflite and .onnx "
                         "(default: build_vision into a temp folder)")
+    parser.add_argument("--digits", type=Path, help="the digits CNN artifact (default: "
+                        "build_small into a temp folder)")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         vision = args.vision or build_vision(Path(tmp) / "vision.rpi4.edgekit")
         results = rows(vision, args.threads, args.rounds)
+        digits = args.digits or build_small(Path(tmp) / "digits.rpi4.edgekit")
+        accuracy = accuracy_rows(digits)
     ok = True
     for name, r in results:
         passed = r["ratio"] <= BAR
         ok &= passed
         print(f"{name:<78} {ratio_text(r)}  {r['a_ms']:.3f} / {r['b_ms']:.3f} ms  "
               f"<= {BAR}  {verdict(passed, r, BAR)}")
+    print("\n".join(accuracy))
     return 0 if ok else 1
 
 
