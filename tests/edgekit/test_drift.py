@@ -61,6 +61,10 @@ def test_the_build_records_each_range_and_its_baseline(dim_artifact: Path) -> No
     assert len(record.baseline) == 3 and max(record.baseline) < 0.01 and record.samples > 0
     out = spec.outputs[0].calibration
     assert out is not None and out.low < out.high and len(out.baseline) == 1
+    from edgekit.inspect import manifest_table
+
+    table = manifest_table(read_artifact(dim_artifact).manifest)
+    assert "calibrated [0, 0.5], 0.00/0.00/0.00% outside at build" in table
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
