@@ -18,14 +18,18 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgekit.power import THROTTLED, Thresholds, read_power
+from edgekit.power import THROTTLED, PowerReading, Thresholds, read_power
 from edgekit.svgplot import Series, time_chart
 from edgekit.targets import PowerModel
 
+if TYPE_CHECKING:
+    from edgekit.model import Model
+
+Feed = np.ndarray | dict[str, np.ndarray]
 SETTLED_SHARE = 0.25  # the settled p95: over the last quarter of the intervals
 
 
@@ -61,7 +65,7 @@ class _Runs:
     late: int = 0
 
 
-def run_soak(model: Any, x: Any, seconds: float, rate: float | None = None,
+def run_soak(model: Model, x: Feed, seconds: float, rate: float | None = None,
              interval_s: float = 5.0, root: str = "/",
              on_interval: Callable[[Interval], None] | None = None,
              clock: Callable[[], float] = time.perf_counter,
@@ -113,12 +117,12 @@ def run_soak(model: Any, x: Any, seconds: float, rate: float | None = None,
         runs.ends.append(clock())
 
 
-def _rows(x: Any) -> int:
+def _rows(x: Feed) -> int:
     first = next(iter(x.values())) if isinstance(x, dict) else x
     return int(first.shape[0]) if getattr(first, "ndim", 0) else 1
 
 
-def _interval(model: Any, runs: _Runs, reading: Any, start_s: float, end_s: float,
+def _interval(model: Model, runs: _Runs, reading: PowerReading, start_s: float, end_s: float,
               rows: int, power: PowerModel) -> Interval:
     seconds = np.asarray(runs.ends) - np.asarray(runs.starts)
     p50 = p95 = p99 = None
@@ -137,13 +141,13 @@ def _interval(model: Any, runs: _Runs, reading: Any, start_s: float, end_s: floa
         mj_per_sample=mj, energy_source=source, late_runs=runs.late)
 
 
-def _energy(model: Any, runs: _Runs, seconds: np.ndarray, rows: int, power: PowerModel
+def _energy(model: Model, runs: _Runs, seconds: np.ndarray, rows: int, power: PowerModel
             ) -> tuple[float | None, str]:
     """mJ per sample of the interval's runs: the sensor's watts at each run, else the
     profile's watts at the model's thread count."""
     if not seconds.size:
         return None, "modelled"
-    meter = getattr(model, "meter", None)
+    meter = model.meter
     if meter is not None:
         watts = meter.run_watts({"end": np.asarray(runs.ends), "seconds": seconds})
         if np.isfinite(watts).all():
