@@ -314,7 +314,10 @@ class Model:
 
         Counters (``edgekit.stats.COUNTERS``): ``executions``/``samples`` in the recent
         window the percentiles describe, ``total_executions``/``total_samples`` since load,
-        ``timed_executions`` the runs whose latency was measured."""
+        ``timed_executions`` the runs whose latency was measured. ``energy_source``: the
+        power sensor that measured ``energy_j_per_sample`` (``power_sensor`` its details), or
+        "modelled". ``drift``: per input and channel the share of values outside the
+        calibrated range, per output the share at the int8 limits, and the warnings."""
         return model_stats(StatsParts(
             runtime=self.runtime, policy=self.policy, threads=self.threads,
             recorder=self.session.recorder, profile=self.spec.target.profile,
