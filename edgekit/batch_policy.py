@@ -8,6 +8,7 @@ normal / unknown   max_batch  0 [1] (latency, balanced)   none
                               or 10% of the latency
                               budget (efficiency)
 on_battery / hot   2x         25% of the latency budget   as long as the batch ran
+/ power_limit
 throttled / low    4x         40% of the latency budget   twice the batch time
 =================  =========  ==========================  ===========================
 
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edgekit.power import HOT, LOW_BATTERY, ON_BATTERY, THROTTLED
+from edgekit.power import HOT, LOW_BATTERY, ON_BATTERY, POWER_LIMIT, THROTTLED
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ def batch_policy(state: str, policy: str, max_batch: int, max_wait_ms: float | N
     if state in (THROTTLED, LOW_BATTERY):
         wait = max(user_wait or 0.0, 0.4 * budget_s)
         return BatchPolicy(state, max_batch * 4, min(wait, delay), 2.0, delay)
-    if state in (ON_BATTERY, HOT):
+    if state in (ON_BATTERY, HOT, POWER_LIMIT):
         wait = max(user_wait or 0.0, 0.25 * budget_s)
         return BatchPolicy(state, max_batch * 2, min(wait, delay), 1.0, delay)
     default = {"latency": 0.0, "balanced": 0.0, "efficiency": 0.1 * budget_s}[policy]

@@ -38,6 +38,19 @@ def unverified_manifest(path: str) -> dict[str, Any] | None:
     return manifest if isinstance(manifest, dict) else None
 
 
+def _calibrated(record: Any, where: str) -> str:
+    """The drift watch's record (edgekit/drift.py): the calibrated range and the share of
+    the build's validation values outside it (outputs: at its limits), per channel."""
+    if not isinstance(record, dict) or not isinstance(record.get("range"), list):
+        return ""
+    low, high = record["range"][:2]
+    text = f"; calibrated [{low:.4g}, {high:.4g}]"
+    baseline = record.get("baseline") or []
+    if baseline:
+        text += f", {'/'.join(f'{100 * b:.2f}' for b in baseline[:8])}% {where} at build"
+    return text
+
+
 def manifest_table(m: dict[str, Any]) -> str:
     """The table; the runtime's fields are checked by the typed manifest, the host reports
     shown here (validation, estimate, sizes) are not, so a malformed one is a typed error."""
@@ -84,6 +97,7 @@ def _table(m: dict[str, Any]) -> str:
             desc += f"; image {pre['size'][0]}x{pre['size'][1]} {pre['color']} resize={pre['resize']}"
         if qn:
             desc += f"; scale {qn.get('scale'):.6g} zp {qn.get('zero_point')}"
+        desc += _calibrated(i.get("calibration"), "outside")
         lines += _kv([(i["name"], desc)])
     lines.append("outputs")
     for o in m["outputs"]:
@@ -91,6 +105,7 @@ def _table(m: dict[str, Any]) -> str:
         desc = f"{o['dtype']}{list(o['shape'])}"
         if qn:
             desc += f"; int8 step {qn.get('scale'):.6g}"
+        desc += _calibrated(o.get("calibration"), "at its limits")
         lines += _kv([(o["name"], desc)])
     labels = artifact_labels(m)
     if labels:

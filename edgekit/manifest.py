@@ -27,6 +27,7 @@ from edgekit.manifest_fields import (
 from edgekit.manifest_records import (
     ONE_STEP,
     PRECISIONS,
+    CalibratedRange,
     LayerEntry,
     ModelEntry,
     OutputTolerance,
@@ -39,8 +40,9 @@ from edgekit.targets import profile_from_dict
 from edgekit.zipread import safe_member_name
 
 # the records are defined in manifest_records; importing them from here keeps working
-__all__ = ["ONE_STEP", "PRECISIONS", "SCHEMA_VERSION", "LayerEntry", "Manifest", "ModelEntry",
-           "OutputTolerance", "PruningEntry", "TargetInfo", "TensorEntry", "TestVectorsEntry"]
+__all__ = ["ONE_STEP", "PRECISIONS", "SCHEMA_VERSION", "CalibratedRange", "LayerEntry",
+           "Manifest", "ModelEntry", "OutputTolerance", "PruningEntry", "TargetInfo",
+           "TensorEntry", "TestVectorsEntry"]
 
 SCHEMA_VERSION = 1
 

@@ -14,6 +14,7 @@ from typing import Any
 from edgekit.errors import ArtifactError
 from edgekit.manifest_records import (
     PRECISIONS,
+    CalibratedRange,
     LayerEntry,
     ModelEntry,
     OutputTolerance,
@@ -126,7 +127,39 @@ def _tensor(where: Where, entry: Any, name: str) -> TensorEntry:
                                default=None) or None,
         labels=tuple(labels) if labels else None,
         data=entry,
+        calibration=_calibration(where, entry, name, len(shape)),
     )
+
+
+def _calibration(where: Where, entry: dict[str, Any], name: str, rank: int
+                 ) -> CalibratedRange | None:
+    """``calibration``: absent, or {range: [low, high], channel_axis, baseline, samples}."""
+    record = where.field(entry, "calibration", dict, "an object", f"{name}.", default=None)
+    if record is None:
+        return None
+    prefix = f"{name}.calibration."
+    bounds = where.field(record, "range", list, "[low, high]", prefix)
+    if not (len(bounds) == 2 and all(isinstance(v, int | float) and not isinstance(v, bool)
+                                     and _finite(v) for v in bounds) and bounds[0] < bounds[1]):
+        raise ArtifactError(f"{where.origin}: {prefix}range must be [low, high], two finite "
+                            f"numbers with low < high, got {short(bounds)}")
+    axis = where.field(record, "channel_axis", int, f"an int in [0, {rank})", prefix,
+                       default=None)
+    if axis is not None and not 0 <= axis < rank:
+        raise ArtifactError(f"{where.origin}: {prefix}channel_axis must be an int in "
+                            f"[0, {rank}) or null, got {axis}")
+    baseline = where.field(record, "baseline", list, "a list of shares in [0, 1]", prefix,
+                           default=[])
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 1
+               for v in baseline) or len(baseline) > 1 << 16:
+        raise ArtifactError(f"{where.origin}: {prefix}baseline must be a list of shares in "
+                            f"[0, 1], got {short(baseline)}")
+    samples = where.field(record, "samples", int, "an int >= 0", prefix, default=0)
+    if samples < 0:
+        raise ArtifactError(f"{where.origin}: {prefix}samples must be an int >= 0, got "
+                            f"{samples}")
+    return CalibratedRange(float(bounds[0]), float(bounds[1]), axis,
+                           tuple(float(v) for v in baseline), samples)
 
 
 def _quantization(where: Where, entry: dict[str, Any], name: str) -> None:

@@ -25,6 +25,21 @@ class TargetInfo:
 
 
 @dataclass(frozen=True)
+class CalibratedRange:
+    """``inputs[].calibration`` / ``outputs[].calibration``: the float range the tensor's
+    int8 grid holds (what int8 clips), its channel axis (inputs; None: one channel) and the
+    share of the build's validation values outside it, per channel (outputs: at its limits,
+    one share). The drift watch (``edgekit/drift.py``) counts against it. Optional: older
+    artifacts derive the range from ``quantization``."""
+
+    low: float
+    high: float
+    channel_axis: int | None = None
+    baseline: tuple[float, ...] = ()
+    samples: int = 0  # validation samples the baseline was measured on
+
+
+@dataclass(frozen=True)
 class TensorEntry:
     """One ``inputs[]`` / ``outputs[]`` entry. ``data`` is the entry as stored (backends and
     ``TensorSpec`` read optional keys such as ``quantization`` from it)."""
@@ -36,6 +51,7 @@ class TensorEntry:
     preprocess: dict[str, Any] | None
     labels: tuple[str, ...] | None
     data: dict[str, Any] = field(repr=False, compare=False)
+    calibration: CalibratedRange | None = None
 
 
 @dataclass(frozen=True)

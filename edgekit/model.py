@@ -19,10 +19,13 @@ import numpy as np
 from edgekit.artifact import Artifact, choose_model, read_artifact
 from edgekit.backends import Backend, BackendOptions, TensorSpec
 from edgekit.batcher import Batcher
+from edgekit.drift import DriftWatch
+from edgekit.energy import MeasuredPower, PowerMeter
 from edgekit.errors import EdgekitError, InputError, ModelClosedError
 from edgekit.manifest import Manifest
 from edgekit.policy import TunerOptions
 from edgekit.power import PowerMonitor, Thresholds
+from edgekit.power_sensors import find_sensors
 from edgekit.session import RuntimeOptions, Session, check_array, inference_error
 from edgekit.stats import SAMPLE_BELOW_S, SAMPLE_STRIDE, Recorder, StatsParts, model_stats
 from edgekit.tuner import ThreadTuner
@@ -51,7 +54,8 @@ _FastPath = tuple[dict[tuple[int, ...], bool], bool, "str | None", Callable[...,
 
 def thresholds_for(spec: Manifest) -> Thresholds:
     thermal = spec.target.profile.thermal
-    return Thresholds(soft_limit_c=thermal.soft_limit_c, hard_limit_c=thermal.hard_limit_c)
+    return Thresholds(soft_limit_c=thermal.soft_limit_c, hard_limit_c=thermal.hard_limit_c,
+                      supply_w=spec.target.profile.power.supply_w)
 
 
 class Model:
@@ -88,6 +92,11 @@ class Model:
         # predict's fast path reads one attribute: the validated shapes, the NaN check
         # switch, the input name, the live backend's run, its arguments and thread count
         self._fast: _FastPath | None = None
+        # the drift watch (inputs clipped, outputs at the int8 limits) and measured power
+        self._drift = DriftWatch.for_model(self.spec, entry, options.drift_threshold)
+        self.session.drift = self._drift
+        sensors = find_sensors(options.power_root, options.power_sensor)
+        self._meter = PowerMeter(sensors[0]).start() if sensors else None
         self.session.on_swap(self._on_swap)
         if options.auto:
             profile = self.spec.target.profile
@@ -95,10 +104,15 @@ class Model:
                                       profile, options.tuner or TunerOptions(),
                                       power_root=options.power_root,
                                       vectors=self._vectors())
+            if self._meter is not None:  # the efficiency policy reads measured watts
+                self._tuner.power = MeasuredPower(self._tuner.power, self._meter,
+                                                  self.session.recorder.window)
             try:
                 self.session.start(self._tuner.initial())
             except BaseException:
                 self.power_monitor().stop()
+                if self._meter is not None:
+                    self._meter.stop()
                 raise
             self._tuner.start()
         else:
@@ -113,6 +127,8 @@ class Model:
         # a backend whose input write finds NaN/inf anyway (LiteRT's int8 inputs) refuses
         # them there: predict's own check would read the input once more
         check = self._checks_finite and not backend.refuse_nonfinite(self._checks_finite)
+        if self._drift is not None:  # a LiteRT int8 input's write counts what it clips
+            self._drift.attach(backend.watch_inputs(self._drift.inputs))
         self._fast = (self._fast_shapes, check, self._fast_name, call, names,
                       options, backend.options.threads)
 
@@ -228,6 +244,8 @@ class Model:
                     stride = SAMPLE_STRIDE if t1 - t0 < SAMPLE_BELOW_S else 1
                     self._skip = stride - 1
                     self._recorder.add(t0, t1, x.shape[0], threads, stride)
+                    if self._drift is not None:  # timed runs only: outputs, sampled inputs
+                        self._drift.observe(feeds, results)
             except EdgekitError:
                 raise
             except TypeError as exc:
@@ -256,8 +274,11 @@ class Model:
         """The (started) power monitor for this model's target thresholds."""
         with self._lock:
             if self._monitor is None:
-                self._monitor = PowerMonitor(self.options.power_root, thresholds_for(self.spec),
-                                             self.options.monitor_interval_s).start()
+                meter = self._meter  # measured watts: the power_limit state
+                self._monitor = PowerMonitor(
+                    self.options.power_root, thresholds_for(self.spec),
+                    self.options.monitor_interval_s,
+                    watts=meter.watts_now if meter is not None else None).start()
             return self._monitor
 
     def submit(self, x: np.ndarray | dict[str, np.ndarray], block: bool = True,
@@ -293,13 +314,27 @@ class Model:
 
         Counters (``edgekit.stats.COUNTERS``): ``executions``/``samples`` in the recent
         window the percentiles describe, ``total_executions``/``total_samples`` since load,
-        ``timed_executions`` the runs whose latency was measured."""
+        ``timed_executions`` the runs whose latency was measured. ``energy_source``: the
+        power sensor that measured ``energy_j_per_sample`` (``power_sensor`` its details), or
+        "modelled". ``drift``: per input and channel the share of values outside the
+        calibrated range, per output the share at the int8 limits, and the warnings."""
         return model_stats(StatsParts(
             runtime=self.runtime, policy=self.policy, threads=self.threads,
             recorder=self.session.recorder, profile=self.spec.target.profile,
             power_root=self.options.power_root, thresholds=thresholds_for(self.spec),
             monitor=self._monitor, batcher=self._batcher, tuner=self._tuner,
-            pending=self._skip))
+            pending=self._skip, drift=self._drift, meter=self._meter))
+
+    def drift_warnings(self) -> list[str]:
+        """The drift watch's warnings now: each input channel whose share of values outside
+        the calibrated range (int8 clips them), or output whose share at the int8 limits,
+        exceeds the build's by more than ``drift_threshold`` (``edgekit/drift.py``)."""
+        return self._drift.warnings() if self._drift is not None else []
+
+    @property
+    def meter(self) -> PowerMeter | None:
+        """The power sensor's meter when the board has one (measured energy), else None."""
+        return self._meter
 
     def predict_image(self, image: Any, *, resize: str | None = None,
                       color: str | None = None) -> np.ndarray | dict[str, np.ndarray]:
@@ -330,6 +365,8 @@ class Model:
             t0 = perf_counter()
             results = pixels(frame, spec)
             self._recorder.add(t0, perf_counter(), 1, backend.options.threads)
+            if self._drift is not None:  # the table lookup clips nothing new: outputs
+                self._drift.observe(None, results)
             return self.session.format_outputs(results)
         return self.predict(self._frame_feed(frame))
 
@@ -370,6 +407,8 @@ class Model:
             self._tuner.stop()
         if self._monitor is not None:
             self._monitor.stop()
+        if self._meter is not None:
+            self._meter.stop()
         self.session.close()
         self._on_swap(self.session.backend)  # predict's fast path: the closed run, which raises
 
@@ -392,7 +431,8 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
          tuner: TunerOptions | dict[str, Any] | None = None, monitor_interval_s: float = 2.0,
          max_batch: int = 8, max_wait_ms: float | None = None, queue_size: int = 1024,
          power_aware: bool = True, allow_nonfinite: bool = False,
-         run_timeout_s: float | None = None,
+         run_timeout_s: float | None = None, drift_threshold: float = 0.01,
+         power_sensor: str = "auto",
          trusted_keys: Iterable[KeySpec] | KeySpec | None = None) -> Model:
     """Load and verify a ``.edgekit`` artifact (the options: ``edgekit.RuntimeOptions``).
 
@@ -406,6 +446,11 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
     ``run_timeout_s`` (bounds each backend run of the batcher, not the queue wait nor
     ``predict``: a longer run fails its requests and replaces the session).
     ``allow_nonfinite``: run NaN / inf inputs instead of raising ``InputError``.
+    ``drift_threshold``: the drift watch warns when an input channel's share of clipped
+    values (an output's at the int8 limits) exceeds the build's by more than this share.
+    ``power_sensor``: "auto" (an INA2xx hwmon chip, else a Pi 5's ``vcgencmd
+    pmic_read_adc`` under the real root), "none", "vcgencmd" or "hwmon:NAME"; with one,
+    ``stats()`` reports measured energy and names the sensor.
     ``trusted_keys``: public key files, folders of ``*.pub`` files or ``PublicKey``
     objects; with those of ``$EDGEKIT_TRUSTED_KEYS`` and the device's trusted-key folders
     (``edgekit.trust``) they are the keys trusted to sign artifacts. When any key is
@@ -416,7 +461,8 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
         threads=threads, tuner=tuner, policy=policy, allow_spinning=allow_spinning,
         power_root=power_root, monitor_interval_s=monitor_interval_s, max_batch=max_batch,
         max_wait_ms=max_wait_ms, queue_size=queue_size, power_aware=power_aware,
-        allow_nonfinite=allow_nonfinite, run_timeout_s=run_timeout_s)
+        allow_nonfinite=allow_nonfinite, run_timeout_s=run_timeout_s,
+        drift_threshold=drift_threshold, power_sensor=power_sensor)
     from edgekit.trust import discover_trusted_keys
 
     return Model(read_artifact(path, discover_trusted_keys(trusted_keys)), backend=backend,

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from edgekit.errors import UserError
-from edgekit.power import HOT, LOW_BATTERY, ON_BATTERY, THROTTLED
+from edgekit.power import HOT, LOW_BATTERY, ON_BATTERY, POWER_LIMIT, THROTTLED
 from edgekit.stats import usable_cpus
 from edgekit.targets import PowerModel
 
@@ -74,7 +74,7 @@ def state_policy(policy: str, state: str, candidates: list[int]) -> tuple[str, l
     """Effective policy and allowed thread counts under a power state."""
     if state in (THROTTLED, LOW_BATTERY):
         return "efficiency", [1]
-    if state in (ON_BATTERY, HOT):
+    if state in (ON_BATTERY, HOT, POWER_LIMIT):
         cap = max(1, max(candidates) // 2)
         return "efficiency", [t for t in candidates if t <= cap] or [1]
     return policy, list(candidates)

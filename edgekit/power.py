@@ -2,8 +2,11 @@
 
 Sensors are read by :mod:`edgekit.sensors` (sources and formats there).
 
-States, most severe first: throttled, low_battery, hot, on_battery, normal; unknown when
-no sensor could be read at all. Thresholds come from the target profile in the manifest.
+States, most severe first: throttled, low_battery, hot, power_limit, on_battery, normal;
+unknown when no sensor could be read at all. Thresholds come from the target profile in the
+manifest. ``power_limit``: a power sensor (``edgekit/power_sensors.py``) measures the board
+at 90% or more of the profile's supply rating (``power.supply_w``): the batcher and the tuner
+save as when hot, before the supply sags into under-voltage.
 
 Nothing here may hang or raise, whatever the tree holds (it runs on the hot path's behalf):
 files are read through :mod:`edgekit.sysfs` (regular files only, non-blocking, one page at
@@ -37,9 +40,13 @@ HOT = "hot"
 THROTTLED = "throttled"
 ON_BATTERY = "on_battery"
 LOW_BATTERY = "low_battery"
+POWER_LIMIT = "power_limit"
 UNKNOWN = "unknown"
-STATES = (THROTTLED, LOW_BATTERY, HOT, ON_BATTERY, NORMAL, UNKNOWN)  # most severe first
-SAVING_STATES = (THROTTLED, LOW_BATTERY, HOT, ON_BATTERY)
+# most severe first
+STATES = (THROTTLED, LOW_BATTERY, HOT, POWER_LIMIT, ON_BATTERY, NORMAL, UNKNOWN)
+SAVING_STATES = (THROTTLED, LOW_BATTERY, HOT, POWER_LIMIT, ON_BATTERY)
+SUPPLY_SHARE = 0.9  # measured watts at this share of the supply's rating: power_limit
+SUPPLY_HYSTERESIS = 0.05  # ... left only below 85%, so the state does not flap
 
 HYSTERESIS_C = 5.0  # leave "hot" only this far below the soft limit, so the state does not flap
 CAPPED_RATIO = 0.95  # scaling_max_freq below 95% of cpuinfo_max_freq: the kernel capped the CPU
@@ -50,6 +57,7 @@ class Thresholds:
     soft_limit_c: float = 80.0
     hard_limit_c: float = 85.0
     low_battery_pct: float = 20.0
+    supply_w: float = 0.0  # the supply's rating (0: mains, no limit)
 
     @classmethod
     def from_profile(cls, profile: Mapping[str, Any] | None, low_battery_pct: float = 20.0
@@ -58,9 +66,12 @@ class Thresholds:
         non-finite figure keeps the default (the manifest's own checks report it)."""
         thermal = profile.get("thermal") if isinstance(profile, Mapping) else None
         thermal = thermal if isinstance(thermal, Mapping) else {}
+        power = profile.get("power") if isinstance(profile, Mapping) else None
+        power = power if isinstance(power, Mapping) else {}
         return cls(soft_limit_c=_figure(thermal.get("soft_limit_c"), cls.soft_limit_c),
                    hard_limit_c=_figure(thermal.get("hard_limit_c"), cls.hard_limit_c),
-                   low_battery_pct=_figure(low_battery_pct, cls.low_battery_pct))
+                   low_battery_pct=_figure(low_battery_pct, cls.low_battery_pct),
+                   supply_w=_figure(power.get("supply_w"), cls.supply_w))
 
 
 def _figure(value: object, default: float) -> float:
@@ -91,6 +102,7 @@ class PowerReading:
     battery_pct: float | None = None
     loadavg: float | None = None
     sensors: tuple[str, ...] = ()
+    watts: float | None = None  # measured board power, when a power sensor is read
     errors: tuple[str, ...] = ()  # sensor groups that failed unexpectedly, and why
     skipped: int = 0  # entries beyond the listing cap (edgekit.sysfs.MAX_ENTRIES)
     time: float = 0.0
@@ -104,15 +116,17 @@ class PowerReading:
             "throttle_source": self.throttle_source, "throttle_flags": list(self.throttle_flags),
             "supplies": [dict(s) for s in self.supplies], "on_battery": self.on_battery,
             "battery_pct": self.battery_pct, "loadavg": self.loadavg,
-            "sensors": list(self.sensors), "errors": list(self.errors),
+            "sensors": list(self.sensors), "watts": self.watts, "errors": list(self.errors),
             "skipped": self.skipped,
         }
 
 
 def read_power(root: str = "/", thresholds: Thresholds | None = None,
-               previous: str = UNKNOWN, use_vcgencmd: bool | None = None) -> PowerReading:
+               previous: str = UNKNOWN, use_vcgencmd: bool | None = None,
+               watts: Callable[[], float | None] | None = None) -> PowerReading:
     """Read every sensor under ``root`` and decide the state. Never raises for a sensor:
-    a group that fails is left out and named in ``errors``."""
+    a group that fails is left out and named in ``errors``. ``watts``: the measured board
+    power now (a power meter), when there is one."""
     thresholds = thresholds or Thresholds()
     errors: list[str] = []
     zones, skipped_zones = _guarded(errors, "thermal", read_thermal, root, default=({}, 0))
@@ -122,9 +136,11 @@ def read_power(root: str = "/", thresholds: Thresholds | None = None,
     supplies, skipped_supplies = _guarded(errors, "power_supply", read_supplies, root,
                                           default=([], 0))
     on_battery, capacity = battery_status(supplies)
+    measured = _guarded(errors, "power", watts, default=None) if watts is not None else None
     sensors = tuple(name for name, found in (("thermal", zones), ("cpufreq", cpus),
                                              ("throttle", throttle is not None),
-                                             ("power_supply", supplies)) if found)
+                                             ("power_supply", supplies),
+                                             ("power", measured is not None)) if found)
     temperature = max(zones.values()) if zones else None
     flags = decode_throttled(throttle) if throttle is not None else ()  # hwmon alarm: bit 0
 
@@ -143,6 +159,9 @@ def read_power(root: str = "/", thresholds: Thresholds | None = None,
     soft = thresholds.soft_limit_c - (HYSTERESIS_C if previous in (HOT, THROTTLED) else 0.0)
     if "soft_temp_limit" in flags or (temperature is not None and temperature >= soft):
         conditions.append("temp_soft_limit")
+    share = SUPPLY_SHARE - (SUPPLY_HYSTERESIS if previous == POWER_LIMIT else 0.0)
+    if measured is not None and thresholds.supply_w > 0 and measured >= share * thresholds.supply_w:
+        conditions.append("supply_limit")
     if on_battery:
         conditions.append("on_battery")
         if capacity is not None and capacity <= thresholds.low_battery_pct:
@@ -157,6 +176,8 @@ def read_power(root: str = "/", thresholds: Thresholds | None = None,
         state = LOW_BATTERY
     elif "temp_soft_limit" in conditions:
         state = HOT
+    elif "supply_limit" in conditions:
+        state = POWER_LIMIT
     elif on_battery:
         state = ON_BATTERY
     else:
@@ -164,7 +185,7 @@ def read_power(root: str = "/", thresholds: Thresholds | None = None,
     return PowerReading(
         state=state, conditions=tuple(conditions), temperature_c=temperature, zones=zones,
         cpus=cpus, throttle=throttle, throttle_source=source, throttle_flags=flags,
-        supplies=tuple(supplies), on_battery=on_battery, battery_pct=capacity,
+        supplies=tuple(supplies), on_battery=on_battery, battery_pct=capacity, watts=measured,
         loadavg=_guarded(errors, "loadavg", read_loadavg, root, default=None),
         sensors=sensors, errors=tuple(errors),
         skipped=skipped_zones + skipped_cpus + skipped_supplies, time=time.monotonic(),
@@ -196,8 +217,10 @@ class PowerMonitor:
     MIN_INTERVAL_S = 0.05  # a zero or negative interval would spin a core
 
     def __init__(self, root: str = "/", thresholds: Thresholds | None = None,
-                 interval_s: float = 2.0, use_vcgencmd: bool | None = None) -> None:
+                 interval_s: float = 2.0, use_vcgencmd: bool | None = None,
+                 watts: Callable[[], float | None] | None = None) -> None:
         self.root = root
+        self.watts = watts  # the power meter's latest reading, when the board has a sensor
         self.thresholds = thresholds or Thresholds()
         interval = _figure(interval_s, 2.0)
         self.interval_s = max(self.MIN_INTERVAL_S, interval)
@@ -226,7 +249,7 @@ class PowerMonitor:
         with self._lock:
             old = self.reading
             new = read_power(self.root, self.thresholds, previous=old.state,
-                             use_vcgencmd=self.use_vcgencmd)
+                             use_vcgencmd=self.use_vcgencmd, watts=self.watts)
             self.reading = new
             self.polls += 1
             for message in new.errors:

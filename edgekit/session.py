@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from edgekit.backends import Backend, BackendOptions, TensorSpec
+from edgekit.drift import DriftWatch
 from edgekit.errors import EdgekitError, InferenceError, InputError, UserError
 from edgekit.finite import all_finite, nonfinite_error
 from edgekit.manifest import ModelEntry
@@ -47,6 +48,13 @@ class RuntimeOptions:
     # its future's end: its queue wait + run_timeout_s (its batch) + run_timeout_s (its retry
     # alone, if the batch failed). A caller's own bound: submit(x).result(timeout=...).
     run_timeout_s: float | None = None
+    # the drift watch (edgekit/drift.py) warns when an input channel's share of clipped
+    # values (an output's at the int8 limits) exceeds the build's by more than this
+    drift_threshold: float = 0.01
+    # measured power (edgekit/power_sensors.py): "auto" (an INA2xx hwmon sensor, else on a
+    # Pi 5 under the real root vcgencmd pmic_read_adc), "none" (modelled), "hwmon:NAME" or
+    # "vcgencmd" (forced, e.g. with a fake tree)
+    power_sensor: str = "auto"
 
     @classmethod
     def build(cls, threads: int | str = 0, tuner: TunerOptions | dict[str, Any] | None = None,
@@ -56,12 +64,25 @@ class RuntimeOptions:
                                   or int(threads) < 0):
             raise UserError(f"threads must be 'auto' or a count >= 0 (0 = runtime "
                             f"default); got {threads!r}")
+        check_drift_options(fields)
         return cls(threads=threads if threads == "auto" else int(threads),
                    tuner=tuner_options(tuner), policy=check_policy(policy), **fields)
 
     @property
     def auto(self) -> bool:
         return self.threads == "auto"
+
+
+def check_drift_options(fields: dict[str, Any]) -> None:
+    """``drift_threshold`` a share in [0, 1]; ``power_sensor`` one of the known forms."""
+    from edgekit.power_sensors import check_sensor_option
+
+    threshold = fields.get("drift_threshold", 0.01)
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not (
+            0.0 <= threshold <= 1.0):
+        raise UserError(f"drift_threshold must be a share in [0, 1] (0.01 = 1% more values "
+                        f"clipped than at build); got {threshold!r}")
+    check_sensor_option(fields.get("power_sensor", "auto"))
 
 
 class SessionLike(Protocol):
@@ -111,6 +132,7 @@ class Session:
         self._names = {s.name for s in inputs}
         self._backend: Backend | None = None
         self._listeners: list[Callable[[Backend], None]] = []
+        self.drift: DriftWatch | None = None  # counts each run's inputs/outputs (Model sets it)
 
     @property
     def runtime(self) -> str:
@@ -214,6 +236,9 @@ class Session:
             raise inference_error(backend.name, feeds, exc) from exc
         # hot-path bookkeeping for stats() and the tuner: four numbers into a ring buffer
         self.recorder.add(t0, perf_counter(), batch, backend.options.threads)
+        drift = self.drift
+        if drift is not None:
+            drift.observe(feeds, results)
         return results
 
     def format_outputs(self, results: list[np.ndarray]) -> np.ndarray | dict[str, np.ndarray]:

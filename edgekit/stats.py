@@ -6,9 +6,10 @@ percentiles, throughput and the energy estimate are computed when ``stats()`` is
 ``SAMPLE_BELOW_S`` (on a 27 us model even a perf_counter pair and a ring store cost ~4%;
 1 ms, not less: a ~100 us model on a loaded machine takes 200-300 us, and timing every such
 call cost it 2-3%); such an entry carries the weight of the calls it stands for.
-Energy uses the target profile's power model (``edgekit.targets.PowerModel``, the one the
-estimator uses too; the board is not metered): energy of one execution = watts(threads) *
-its wall time.
+Energy: with a power sensor (``edgekit/power_sensors.py``) the board's measured watts over
+the run windows (``edgekit/energy.py``), and ``energy_source`` names the sensor; without one
+the target profile's power model (``edgekit.targets.PowerModel``, the one the estimator uses
+too): energy of one execution = watts(threads) * its wall time, ``energy_source`` "modelled".
 
 The counters of ``Model.stats()`` (``COUNTERS`` below says the same, for tools):
 
@@ -35,6 +36,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from edgekit.energy import PowerMeter, measured_energy
 from edgekit.power import PowerMonitor, Thresholds, read_power
 from edgekit.targets import PowerModel, Profile
 
@@ -286,6 +288,8 @@ class StatsParts:
     tuner: Reports | None = None
     # calls the latest sampled entry already counts but that have not happened yet
     pending: int = 0
+    drift: Reports | None = None  # the drift watch (edgekit/drift.py)
+    meter: PowerMeter | None = None  # a power sensor: measured energy (edgekit/energy.py)
 
 
 def model_stats(parts: StatsParts) -> dict[str, Any]:
@@ -295,7 +299,16 @@ def model_stats(parts: StatsParts) -> dict[str, Any]:
     recorder = parts.recorder
     out: dict[str, Any] = {"runtime": parts.runtime, "policy": parts.policy,
                            "threads": parts.threads or default_threads}
-    out.update(summarize(recorder.window(), power, default_threads))
+    window = recorder.window()
+    out.update(summarize(window, power, default_threads))
+    # energy: measured by the sensor over the run windows when there is one, else modelled
+    out["energy_source"] = "modelled"
+    if parts.meter is not None:
+        measured = measured_energy(parts.meter, window)
+        if measured:
+            out.update(measured)
+            out["energy_source"] = parts.meter.source
+        out["power_sensor"] = parts.meter.info(window)
     pending = max(0, parts.pending)
     # the latest entry's weight counts calls not yet made: take them off (see COUNTERS)
     out["executions"] = max(0, out["executions"] - pending)
@@ -307,11 +320,13 @@ def model_stats(parts: StatsParts) -> dict[str, Any]:
                else read_power(parts.power_root, parts.thresholds))
     out["power"] = {k: v for k, v in reading.as_dict().items()
                     if k in ("state", "conditions", "temperature_c", "on_battery",
-                             "battery_pct", "throttle_flags", "loadavg", "sensors")}
+                             "battery_pct", "throttle_flags", "loadavg", "sensors", "watts")}
     out["power_model"] = {"idle_w": power.idle_w, "full_load_w": power.full_load_w,
                           "cores": power.cores}
     if parts.batcher is not None:
         out["batcher"] = parts.batcher.info()
     if parts.tuner is not None:
         out["tuner"] = parts.tuner.info()
+    if parts.drift is not None:
+        out["drift"] = parts.drift.info()
     return out

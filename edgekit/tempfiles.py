@@ -151,3 +151,17 @@ def new_entry(root: Path) -> Path:
     """A fresh ``<pid>-<random>`` folder under ``root``, stale entries removed first."""
     clean_stale_entries(root)
     return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root))
+
+
+def atomic_write_text(target: Path, text: str) -> Path:
+    """Write ``text`` to ``target`` atomically: a temp file beside it, then a rename."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = temp_beside(target)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target

@@ -6,10 +6,11 @@ the build extra and a report must open with no network (no JavaScript charts fro
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
+
+from edgekit.svgplot import ticks  # shared with the device's soak plot
 
 WIDTH, HEIGHT = 760, 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 16, 56
@@ -24,19 +25,6 @@ class Point:
     color: str = "#3465a4"
     marked: bool = False  # drawn larger, outlined (the chosen candidate)
     category: str = ""  # what the colour stands for (a layer's precision)
-
-
-def ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """Round tick values covering [low, high] (1, 2, 5 x 10^k steps)."""
-    if not math.isfinite(low) or not math.isfinite(high):
-        return [0.0]
-    if high <= low:
-        high = low + 1.0
-    raw = (high - low) / count
-    power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    start = math.floor(low / step) * step
-    return [round(start + i * step, 10) for i in range(int(math.ceil((high - start) / step)) + 1)]
 
 
 class _Frame:

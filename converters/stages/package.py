@@ -14,6 +14,7 @@ import numpy as np
 import edgekit
 from edgekit.artifact import TEST_VECTORS, encode_test_vectors, sha256_bytes, write_artifact
 from edgekit.backends import BackendOptions, TensorSpec, backends_for
+from edgekit.drift import calibration_record
 from edgekit.errors import InternalError
 
 from ..builder import builder
@@ -124,6 +125,28 @@ def vector_tolerances(ctx: BuildContext, vectors: dict[str, np.ndarray],
     return bounds
 
 
+def calibration_entries(ctx: BuildContext, vectors: dict[str, np.ndarray]
+                        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The I/O entries with their ``calibration`` record (``edgekit/drift.py``): the range
+    each int8 grid holds, and the share of the validation inputs outside it (per channel)
+    and of the test-vector outputs at its limits: the drift watch's baseline on the device."""
+    inputs = []
+    for spec in ctx.inputs:
+        values = ctx.val.arrays.get(spec["name"]) if not ctx.val.axes.get(spec["name"]) else None
+        record = calibration_record(spec.get("quantization"), spec.get("layout", ""),
+                                    spec["shape"], None if ctx.val.synthetic else values)
+        inputs.append({**spec, "calibration": record} if record else dict(spec))
+    fmt = next((m["format"] for m in ctx.models if m["format"] == "onnx"),
+               ctx.models[0]["format"])
+    outputs = []
+    for spec in ctx.outputs:
+        record = calibration_record(spec.get("quantization"), spec.get("layout", ""),
+                                    spec["shape"], vectors.get(f"out/{fmt}/{spec['name']}"),
+                                    output=True)
+        outputs.append({**spec, "calibration": record} if record else dict(spec))
+    return inputs, outputs
+
+
 class Package(Stage):
     name = "package"
     requires = frozenset({"inputs", "outputs", "quant_path", "source_info", "val"})
@@ -149,6 +172,7 @@ class Package(Stage):
         members = dict(ctx.model_bytes)
         members[TEST_VECTORS] = encode_test_vectors(vectors)
         manifest = reproducible(self.manifest(ctx, count), ctx.timings.seconds)
+        manifest["inputs"], manifest["outputs"] = calibration_entries(ctx, vectors)
         manifest["layers"] = self.layers(ctx)
         manifest["test_vectors"].update(outputs=vector_tolerances(ctx, vectors, feeds), basis=BASIS)
         ctx.artifact_bytes = write_artifact(ctx.output_path, manifest, members,

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from edgekit.errors import ModelClosedError
+
+if TYPE_CHECKING:
+    from edgekit.drift import InputCounter
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,11 @@ class Backend(ABC):
         """Have the backend's own input path refuse NaN/inf (``InputError``) where it finds
         them anyway; True when it does so for every input, so the caller's check can go."""
         return False
+
+    def watch_inputs(self, counters: Mapping[str, InputCounter]) -> frozenset[str]:
+        """Have the backend's own input path count what int8 clips (the drift watch) where
+        it finds out anyway; the names of the inputs it counts (the rest are sampled)."""
+        return frozenset()
 
     def close(self) -> None:
         """Release native resources; from now on ``run`` raises ``ModelClosedError`` (the

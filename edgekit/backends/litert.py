@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import importlib
 import threading
+from collections.abc import Mapping
 from importlib import metadata
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -21,6 +22,9 @@ from edgekit.backends.base import Backend, BackendOptions, TensorSpec
 from edgekit.backends.tflite_io import InputPlan, dequantize, dequantize_table
 from edgekit.errors import ArtifactError, InputError
 from edgekit.native_log import quiet_native_info
+
+if TYPE_CHECKING:
+    from edgekit.drift import InputCounter
 
 NHWC = (0, 2, 3, 1)
 
@@ -103,6 +107,16 @@ class _TFLiteBackend(Backend):
         for plan in self._in:
             plan.refuse_nonfinite = refuse and plan.scale is not None
         return refuse and all(plan.scale is not None for plan in self._in)
+
+    def watch_inputs(self, counters: Mapping[str, InputCounter]) -> frozenset[str]:
+        """A quantized input's write counts what it clips for the drift watch (it knows
+        from its min and max whether anything does)."""
+        watched = set()
+        for plan, spec in zip(self._in, self.inputs, strict=True):
+            plan.watch = counters.get(spec.name) if plan.scale is not None else None
+            if plan.watch is not None:
+                watched.add(spec.name)
+        return frozenset(watched)
 
     # -- running -------------------------------------------------------------------------
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:

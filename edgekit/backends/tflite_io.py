@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from edgekit.finite import all_finite, nonfinite_error
+
+if TYPE_CHECKING:
+    from edgekit.drift import InputCounter
 
 NHWC = (0, 2, 3, 1)
 MAX_PLANES = 4  # gray, RGB, RGBA: one plane copy each; more channels: one strided copy
@@ -61,6 +64,9 @@ class InputPlan:
     name: str = ""
     # a NaN or inf in a quantized input raises InputError (the write finds them anyway)
     refuse_nonfinite: bool = False
+    # the drift watch's counter (edgekit/drift.py): the min/max below already tell whether
+    # anything clips, so an input in range costs it one add
+    watch: InputCounter | None = field(default=None, repr=False)
     _buffer: np.ndarray | None = field(default=None, repr=False)
     _codes: np.ndarray | None = field(default=None, repr=False)  # int8 codes, caller's layout
     _table: np.ndarray | None = field(default=None, repr=False)  # [C, 256] int8 codes
@@ -137,9 +143,14 @@ class InputPlan:
         scale, lo, hi, _ = self._consts
         np.divide(array, scale, out=buf, casting="unsafe")
         flat = buf.reshape(-1)
+        watch = self.watch
+        if watch is not None:
+            watch.values += flat.size
         if flat.size and not (lo <= _min(flat) and _max(flat) <= hi):  # out of range, NaN, inf
             if self.refuse_nonfinite and not all_finite(array):
                 raise nonfinite_error(self.name, array)
+            if watch is not None:
+                watch.clipped_codes(buf, lo, hi)
             _clip(buf, lo, hi, out=buf)  # clipping first = after: the bounds are integers
         return buf
 

@@ -64,6 +64,10 @@ def bench_one(path: str, threads: int | str, batch: int, duration: float, runs: 
         chosen = model.threads
         power = PowerModel.from_profile(model.spec.target.profile)
         seconds_per_sample = float(np.median(times)) / batch
+        mj = round(power.energy_j(chosen, seconds_per_sample) * 1e3, 4)
+        stats = model.stats() if model.meter is not None else {}
+        if stats.get("energy_source", "modelled") != "modelled":  # a power sensor measured it
+            mj = round(stats["energy_j_per_sample"] * 1e3, 4)
         label = f"auto->{chosen}" if threads == "auto" else str(threads)
         return {
             "threads": label, "threads_used": chosen, "batch": batch, "runs": len(times),
@@ -71,7 +75,7 @@ def bench_one(path: str, threads: int | str, batch: int, duration: float, runs: 
             "latency_ms": percentiles_ms(times),
             "samples_per_s": round(len(times) * batch / elapsed, 2),
             "peak_rss_mb": round(peak_rss_mb() or 0.0, 1),
-            "mj_per_sample": round(power.energy_j(chosen, seconds_per_sample) * 1e3, 4),
+            "mj_per_sample": mj, "energy_source": stats.get("energy_source", "modelled"),
             "runtime": model.runtime, "format": model.format,
         }
     finally:
@@ -133,13 +137,33 @@ def runtimes_for(spec: Any) -> list[str | None]:
 @click.option("--backend", help="Force a runtime (onnxruntime, litert, tflite-runtime); "
               "default: every format the artifact holds, each on its first installed runtime.")
 @click.option("--json", "as_json", is_flag=True, help="Rows as JSON.")
+@click.option("--soak", type=click.FloatRange(min=0.0, min_open=True), metavar="SECONDS",
+              help="Soak: run this long (first --threads and --batch value) and record per "
+              "interval latency, temperature, CPU frequency, throttling and energy.")
+@click.option("--rate", type=click.FloatRange(min=0.0, min_open=True),
+              help="Soak: requests per second (default: flat out).")
+@click.option("--interval", "interval_s", default=5.0, show_default=True,
+              type=click.FloatRange(min=0.1), help="Soak: seconds per interval.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
+              help="Soak: the SVG plot to write (default: ARTIFACT's name + .soak.svg here).")
+@click.option("--root", default="/", show_default=True, type=click.Path(file_okay=False),
+              help="Soak: root of the sysfs/proc tree the sensors are read from.")
 def command(artifact: str, threads: list[int | str], batches: list[int], duration: float,
-            runs: int, warmup: int, policy: str, backend: str | None, as_json: bool) -> None:
+            runs: int, warmup: int, policy: str, backend: str | None, as_json: bool,
+            soak: float | None = None, rate: float | None = None, interval_s: float = 5.0,
+            plot_path: str | None = None, root: str = "/") -> None:
     """Benchmark ARTIFACT: per thread count and batch size, latency percentiles of
-    Model.predict, throughput, peak memory and the profile's energy estimate."""
+    Model.predict, throughput, peak memory and the profile's energy estimate. With --soak:
+    the board's numbers as it heats (per-interval table, an SVG plot, the settled p95)."""
     from edgekit.artifact import read_artifact
     from edgekit.stats import usable_cpus
 
+    if soak is not None:
+        from edgekit.commands.soak_run import soak_command
+
+        soak_command(artifact, threads[0], batches[0], soak, rate, interval_s, plot_path,
+                     root, warmup, policy, backend, as_json, bench_feeds)
+        return
     spec = read_artifact(artifact).spec
     fixed = spec.inputs[0].shape[0] if spec.inputs else None
     for b in batches:

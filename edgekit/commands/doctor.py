@@ -28,17 +28,19 @@ def runtimes() -> list[dict[str, Any]]:
     return found
 
 
-def report(root: str, target: str) -> dict[str, Any]:
+def report(root: str, target: str, sensor: str = "auto") -> dict[str, Any]:
     import numpy as np
 
     from edgekit import __version__
     from edgekit.power import Thresholds, read_power
+    from edgekit.power_sensors import find_sensors
     from edgekit.stats import usable_cpus
     from edgekit.targets import load_profile
 
     profile = load_profile(target)
     thresholds = Thresholds.from_profile(profile.to_dict())
-    reading = read_power(root, thresholds)
+    meters = find_sensors(root, sensor)
+    reading = read_power(root, thresholds, watts=meters[0].read_watts if meters else None)
     try:
         affinity = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -51,8 +53,12 @@ def report(root: str, target: str) -> dict[str, Any]:
         "runtimes": runtimes(), "target": profile.name,
         "thresholds": {"soft_limit_c": thresholds.soft_limit_c,
                        "hard_limit_c": thresholds.hard_limit_c,
-                       "low_battery_pct": thresholds.low_battery_pct},
+                       "low_battery_pct": thresholds.low_battery_pct,
+                       "supply_w": thresholds.supply_w},
         "root": root, "power": reading.as_dict(), "hints": hints(reading),
+        # the board power sensors found (edgekit/power_sensors.py), the one used first
+        "power_sensors": [{"source": s.source, "kind": s.kind, "name": s.name,
+                           "method": s.method, "watts": s.read_watts()} for s in meters],
     }
 
 
@@ -114,12 +120,22 @@ def lines(data: dict[str, Any]) -> list[str]:
         + (f" {s['capacity']:.0f}%" if "capacity" in s else "")
         for s in power["supplies"]) or "none found"
     out.append(f"  power_supply  {supplies}")
+    meters = data.get("power_sensors") or []
+    for i, meter in enumerate(meters):
+        watts = f"{meter['watts']:.3f} W" if meter["watts"] is not None else "no reading"
+        used = " (used for measured energy)" if i == 0 else ""
+        out.append(f"  power         {meter['source']}: {watts}{used}")
+    if not meters:
+        out.append("  power         no sensor found (INA219/INA226/INA260 hwmon, Pi 5 "
+                   "vcgencmd pmic_read_adc): energy is modelled from the profile")
     thresholds = data["thresholds"]
     conditions = ", ".join(power["conditions"]) or "none"
+    supply = (f", supply {thresholds['supply_w']:g} W" if thresholds.get("supply_w")
+              else "")
     out.append(f"power state: {power['state']} (conditions: {conditions}; {data['target']} "
                f"limits: soft {thresholds['soft_limit_c']:g} C, hard "
                f"{thresholds['hard_limit_c']:g} C, low battery "
-               f"{thresholds['low_battery_pct']:g}%)")
+               f"{thresholds['low_battery_pct']:g}%{supply})")
     out += [f"hint: {h}" for h in data["hints"]]
     return out
 
@@ -129,9 +145,12 @@ def lines(data: dict[str, Any]) -> list[str]:
               help="Profile whose thermal limits and cores to apply (e.g. rpi4).")
 @click.option("--root", default="/", show_default=True, type=click.Path(file_okay=False),
               help="Root of the sysfs/proc tree to read (a copy or a fake tree for testing).")
+@click.option("--power-sensor", default="auto", show_default=True,
+              help="Power sensor to look for: auto, none, vcgencmd or hwmon:NAME.")
 @click.option("--json", "as_json", is_flag=True, help="The report as JSON.")
-def command(target: str, root: str, as_json: bool) -> None:
-    """Which runtimes are installed, CPUs usable, sensors found, the cpufreq governor,
-    throttling flags and the power state the runtime would act on."""
-    data = report(root, target)
+def command(target: str, root: str, as_json: bool, power_sensor: str = "auto") -> None:
+    """Which runtimes are installed, CPUs usable, sensors found (thermal, cpufreq,
+    throttling flags, power meters), the cpufreq governor and the power state the runtime
+    would act on."""
+    data = report(root, target, power_sensor)
     click.echo(json.dumps(data, indent=2) if as_json else "\n".join(lines(data)))

@@ -44,8 +44,14 @@ def top_k(scores: np.ndarray, k: int, labels: list[str] | None) -> list[dict[str
 @click.option("--color", type=click.Choice(["gray", "rgb", "bgr"]),
               help="Colour images are converted to (default: the manifest's).")
 @click.option("--json", "as_json", is_flag=True, help="Results as JSON.")
+@click.option("--drift-threshold", type=click.FloatRange(0.0, 1.0), default=0.01,
+              show_default=True,
+              help="Warn when an input channel has this share more of its values outside the "
+              "calibrated range (int8 clips them) than at build, or an output at the int8 "
+              "limits.")
 def command(artifact: str, images: tuple[str, ...], k: int, threads: str,
-            backend: str | None, resize: str | None, color: str | None, as_json: bool) -> None:
+            backend: str | None, resize: str | None, color: str | None, as_json: bool,
+            drift_threshold: float = 0.01) -> None:
     """Run ARTIFACT on IMAGES (files, or folders of them), preprocessed as the manifest's
     input spec says (what the model was calibrated on); print the top-k classes of a
     classifier."""
@@ -58,7 +64,8 @@ def command(artifact: str, images: tuple[str, ...], k: int, threads: str,
         raise UserError(f"--threads expects a count >= 0 or 'auto'; got {threads!r}")
     results = []
     with edgekit.load(artifact, backend=backend,
-                      threads=threads if threads == "auto" else int(threads)) as model:
+                      threads=threads if threads == "auto" else int(threads),
+                      drift_threshold=drift_threshold) as model:
         classifier = is_classifier(model)
         labels = artifact_labels(model.manifest)
         files = [path for image in images
@@ -78,6 +85,9 @@ def command(artifact: str, images: tuple[str, ...], k: int, threads: str,
                 entry["outputs"] = {n: {"shape": list(v.shape), "min": float(v.min()),
                                         "max": float(v.max())} for n, v in outs.items()}
             results.append(entry)
+        drift = model.drift_warnings()
+    for line in drift:  # inputs the model was not calibrated for: accuracy falls silently
+        click.echo(f"warning: drift: {line}", err=True)
     if as_json:
         click.echo(json.dumps(results, indent=2))
         return

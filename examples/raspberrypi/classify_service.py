@@ -63,6 +63,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="log every result, only when the class changes, or none")
     p.add_argument("--monitor-interval", type=float, default=2.0,
                    help="seconds between power/thermal sensor reads")
+    p.add_argument("--drift-threshold", type=float, default=0.01,
+                   help="warn when an input channel has this share more of its values outside "
+                   "the calibrated range (int8 clips them) than at build")
     p.add_argument("--root", default="/",
                    help="filesystem root for board, camera and sensor detection (tests)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -135,7 +138,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         model = edgekit.load(args.model, backend=args.backend, threads=threads,
                              policy=args.policy, power_root=args.root, max_batch=args.max_batch,
-                             monitor_interval_s=args.monitor_interval)
+                             monitor_interval_s=args.monitor_interval,
+                             drift_threshold=args.drift_threshold)
         built = model.manifest["target"]["name"]
         log.info("model %s: target %s, runtime %s, %s threads (%s, policy %s)", args.model,
                  built, model.runtime, model.threads or "default", args.threads, args.policy)

@@ -25,13 +25,21 @@ import numpy as np
 
 from app.frames import Preprocessor
 from edgekit.errors import UserError
-from edgekit.power import HOT, LOW_BATTERY, NORMAL, ON_BATTERY, THROTTLED, UNKNOWN
+from edgekit.power import (
+    HOT,
+    LOW_BATTERY,
+    NORMAL,
+    ON_BATTERY,
+    POWER_LIMIT,
+    THROTTLED,
+    UNKNOWN,
+)
 
 log = logging.getLogger("classify")
 
 # share of the configured frame rate kept in each power state
-FPS_FACTOR = {NORMAL: 1.0, UNKNOWN: 1.0, ON_BATTERY: 0.5, HOT: 0.5, THROTTLED: 0.25,
-              LOW_BATTERY: 0.25}
+FPS_FACTOR = {NORMAL: 1.0, UNKNOWN: 1.0, ON_BATTERY: 0.5, HOT: 0.5, POWER_LIMIT: 0.5,
+              THROTTLED: 0.25, LOW_BATTERY: 0.25}
 
 
 @dataclass
@@ -225,6 +233,8 @@ class Service:
             f"{temp:.1f}C" if temp is not None else "n/a",
             f"{self.target_fps():.2f}" if self.fps else "unpaced")
         self.summary.stats_lines += 1
+        for line in self.model.drift_warnings():  # once per stats line while it lasts
+            log.warning("drift: %s", line)
         self._window = []
         self._window_batches = set()
         self._window_start = now

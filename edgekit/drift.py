@@ -1,0 +1,372 @@
+"""Drift watch: the share of input values int8 clips and of output values at the int8 limits.
+
+An int8 model holds each input on a grid fixed at build time from the calibration data. A
+camera's exposure, a microphone's gain or a new sensor moves values outside that range; the
+quantizer clips them without an error and accuracy falls. The build records each input's
+calibrated range (``inputs[].calibration``: the range the int8 grid holds, the channel axis,
+and the share of the build's validation values outside it, per channel) and each output's
+(``outputs[].calibration``: the share at the grid's limits). Older artifacts carry only
+``quantization``; the range is derived from it (baseline 0).
+
+Counting costs almost nothing on the hot path:
+
+* a quantized LiteRT input: the input write already takes the min and max of the scaled
+  input to decide whether to clip (``backends/tflite_io.py``); an input in range costs the
+  watch one integer add. Only when something clips is it counted (every such run of the
+  first :data:`EXACT_RUNS`, then one in :data:`CLIP_EVERY`, standing for the others), per
+  channel, on a strided sample of at most
+  :data:`SAMPLE_VALUES` values per channel, scaled to the whole input.
+* any other input (onnxruntime, a float-I/O .tflite): every observed run (the runs
+  ``stats()`` times) when it is at most one sample, else one in :data:`INPUT_EVERY`.
+* outputs: one observed run in :data:`OUTPUT_EVERY`, at most :data:`SAMPLE_VALUES` values.
+
+A share is "outside the calibrated range" for inputs (what int8 clips) and "at the int8
+limits" (within half a step of the lowest or highest code) for outputs. A warning names the
+input and channel (or output) whose share exceeds the build's baseline by more than the
+threshold (``edgekit.load(drift_threshold=)``, default :data:`DEFAULT_THRESHOLD`), once at
+least :data:`MIN_VALUES` values were counted. Counters are updated without a lock from
+every thread that runs the model: statistics, not ledgers (a race may lose a count).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from edgekit.manifest import Manifest, ModelEntry, TensorEntry
+
+DEFAULT_THRESHOLD = 0.01  # 1% more values clipped than the build's validation data had
+# per channel counted at most on one run (a strided sample of whole rows): on a 224x224x3
+# image 5 rows of 224 per channel, ~15 us here; shares build up over runs
+SAMPLE_VALUES = 1024
+INPUT_EVERY = 16  # inputs larger than a sample, not counted by the write: 1 observed run in 16
+# clipped runs of the LiteRT write counted (standing for the others) and observed runs whose
+# outputs are counted: 1 in 16 and 1 in 8 (~30 us a count on a 224x224x3 image here; a 3.4 ms
+# predict's 1% is 34 us). Every clipped run is still counted in ``clipped_runs``.
+CLIP_EVERY = 16
+OUTPUT_EVERY = 8
+EXACT_RUNS = 64  # ... after the first 64 (a few images through `edgekit run`: all counted)
+MIN_VALUES = 512  # values per input/output counted before a warning can be given
+CHANNEL_AXES = {"NCHW": 1, "NHWC": 3, "NCW": 1, "NWC": 2}
+
+
+@dataclass(frozen=True)
+class Watched:
+    """One tensor's calibrated range in float units, as the watch counts against it."""
+
+    name: str
+    low: float
+    high: float
+    step: float  # the int8 step (scale): outputs within half of it of a limit are at it
+    channel_axis: int | None = None
+    channels: int = 1
+    baseline: tuple[float, ...] = ()  # the build's share, per channel (outputs: one)
+
+    def baseline_of(self, channel: int) -> float:
+        if not self.baseline:
+            return 0.0
+        return self.baseline[channel] if channel < len(self.baseline) else self.baseline[0]
+
+
+def grid_range(quantization: Mapping[str, Any]) -> tuple[float, float, float] | None:
+    """(low, high, step) of the float values an int8/uint8/int16 grid holds, or None."""
+    scale = quantization.get("scale")
+    if not isinstance(scale, int | float) or isinstance(scale, bool) or not scale > 0:
+        return None
+    zero = int(quantization.get("zero_point", 0) or 0)
+    dtype = str(quantization.get("dtype") or ("uint8" if zero > 127 else "int8"))
+    try:
+        info = np.iinfo(np.dtype(dtype))
+    except (TypeError, ValueError):
+        return None
+    return float((info.min - zero) * scale), float((info.max - zero) * scale), float(scale)
+
+
+def channel_axis(layout: str, shape: Sequence[Any]) -> int | None:
+    """The channel axis a layout names, when the shape has it (else None: one channel)."""
+    axis = CHANNEL_AXES.get(layout or "")
+    return axis if axis is not None and axis < len(shape) else None
+
+
+def sample_view(array: np.ndarray, axis: int | None, limit: int = SAMPLE_VALUES) -> np.ndarray:
+    """A view of ``array`` with at most about ``limit`` values per channel: every k-th index
+    of its longest non-channel axis (whole rows: contiguous reads, not a scattered gather)."""
+    channels = array.shape[axis] if axis is not None else 1
+    per_channel = array.size // max(1, channels)
+    if per_channel <= limit or array.ndim == 0:
+        return array
+    others = [a for a in range(array.ndim) if a != axis]
+    longest = max(others, key=lambda a: array.shape[a])
+    stride = min(array.shape[longest], math.ceil(per_channel / limit))
+    index = [slice(None)] * array.ndim
+    index[longest] = slice(None, None, stride)
+    return array[tuple(index)]
+
+
+def outside_counts(array: np.ndarray, low: float, high: float, axis: int | None
+                   ) -> tuple[np.ndarray, int]:
+    """(values below ``low`` or above ``high`` per channel, values per channel): one mask
+    for all channels, then a count per channel plane (cheaper than an axis-tuple count)."""
+    mask = np.less(array, low)
+    mask |= np.greater(array, high)
+    if axis is None:
+        return np.array([np.count_nonzero(mask)], dtype=np.float64), array.size
+    channels = array.shape[axis]
+    index: list[Any] = [slice(None)] * array.ndim
+    counts = np.empty(channels, dtype=np.float64)
+    for c in range(channels):
+        index[axis] = c
+        counts[c] = np.count_nonzero(mask[tuple(index)])
+    return counts, array.size // max(1, channels)
+
+
+def at_limits_share(values: np.ndarray, low: float, high: float, step: float) -> float:
+    """Share of ``values`` within half a step of the grid's lowest or highest value."""
+    flat = np.asarray(values, dtype=np.float32).reshape(-1)
+    if not flat.size:
+        return 0.0
+    half = 0.5 * step
+    return (np.count_nonzero(flat <= low + half) + np.count_nonzero(flat >= high - half)
+            ) / flat.size
+
+
+def calibration_record(quantization: Mapping[str, Any] | None, layout: str,
+                       shape: Sequence[Any], values: np.ndarray | None,
+                       output: bool = False) -> dict[str, Any] | None:
+    """The manifest's ``calibration`` entry for one tensor (the host's package stage):
+    the range its int8 grid holds, the channel axis (inputs) and the share of ``values``
+    (the build's validation data, in the manifest's layout) outside it or at its limits."""
+    found = grid_range(quantization or {})
+    if found is None:
+        return None
+    low, high, step = found
+    record: dict[str, Any] = {"range": [low, high]}
+    if output:
+        if values is not None:
+            record["baseline"] = [round(at_limits_share(values, low, high, step), 6)]
+        return record
+    axis = channel_axis(layout, shape)
+    record["channel_axis"] = axis
+    if values is not None and np.size(values):
+        counts, per = outside_counts(np.asarray(values, np.float32), low, high, axis)
+        record["baseline"] = [round(float(c) / max(1, per), 6) for c in counts]
+        record["samples"] = int(np.shape(values)[0]) if np.ndim(values) else 1
+    return record
+
+
+class InputCounter:
+    """What int8 clipped of one input, per channel (estimated counts, scaled up from the
+    sample) over every value seen. Fed by the LiteRT input write (``values`` += size on
+    every run, ``clipped_codes`` when something clipped) or by ``observe`` (sampled runs)."""
+
+    __slots__ = ("tensor", "values", "clipped", "clipped_runs", "runs", "counted_by",
+                 "write_runs", "write_counted", "write_clipped")
+
+    def __init__(self, tensor: Watched) -> None:
+        self.tensor = tensor
+        self.values = 0  # values seen (all of them on the write path; observed runs' else)
+        self.clipped = np.zeros(tensor.channels, dtype=np.float64)  # observed runs
+        self.clipped_runs = 0  # observed runs that clipped
+        self.runs = 0  # observed runs (the sampled path)
+        self.counted_by = "sampled runs"
+        # the write path: every run that clipped, the ones counted, what those clipped
+        self.write_runs = 0
+        self.write_counted = 0
+        self.write_clipped = np.zeros(tensor.channels, dtype=np.float64)
+
+    def axis_of(self, array: np.ndarray) -> int | None:
+        """The channel axis of ``array``: the manifest's, or the last one for an input
+        handed over in NHWC (a .tflite laid out NHWC takes it so)."""
+        axis, channels = self.tensor.channel_axis, self.tensor.channels
+        if axis is None or channels <= 1:
+            return None
+        if axis < array.ndim and array.shape[axis] == channels:
+            return axis
+        if array.ndim and array.shape[-1] == channels:
+            return array.ndim - 1
+        return None
+
+    def _count(self, array: np.ndarray, low: float, high: float) -> np.ndarray:
+        """Values of ``array`` outside [low, high] per channel, estimated from a sample."""
+        axis = self.axis_of(array)
+        view = sample_view(array, axis)
+        counts, per = outside_counts(view, low, high, axis)
+        whole = array.size / max(1, counts.size)  # values per channel in the whole input
+        scaled = counts * (whole / max(1, per))
+        if counts.size != self.clipped.size:  # layout unknown: the tensor's share
+            scaled = np.full(self.clipped.size, scaled.sum() / max(1, self.clipped.size))
+        return scaled
+
+    def clipped_codes(self, scaled: np.ndarray, low: float, high: float) -> None:
+        """The LiteRT write found values outside its codes [low, high] (``scaled`` is the
+        input divided by its scale, before the clip): count them per channel on one such
+        run in CLIP_EVERY; the others count as the mean of the counted ones."""
+        self.write_runs += 1
+        if self.write_runs <= EXACT_RUNS or self.write_runs % CLIP_EVERY == 1:
+            try:
+                self.write_clipped += self._count(scaled, low, high)
+                self.write_counted += 1
+            except Exception:  # noqa: BLE001 - the watch must never fail a run
+                pass
+
+    def observe(self, array: np.ndarray) -> None:
+        self.runs += 1
+        self.values += array.size
+        counts = self._count(array, self.tensor.low, self.tensor.high)
+        self.clipped += counts
+        self.clipped_runs += bool(counts.any())
+
+    def shares(self) -> list[float]:
+        per = self.values / max(1, self.tensor.channels)
+        clipped = self.clipped
+        if self.write_counted:
+            clipped = clipped + self.write_clipped * (self.write_runs / self.write_counted)
+        return [float(c) / per if per else 0.0 for c in clipped]
+
+
+class OutputCounter:
+    """Values of one output within half a step of its int8 grid's limits."""
+
+    __slots__ = ("tensor", "values", "at_limits")
+
+    def __init__(self, tensor: Watched) -> None:
+        self.tensor = tensor
+        self.values = 0
+        self.at_limits = 0
+
+    def observe(self, array: np.ndarray) -> None:
+        flat = array.reshape(-1)
+        if flat.size > SAMPLE_VALUES:
+            flat = flat[::math.ceil(flat.size / SAMPLE_VALUES)]
+        half = 0.5 * self.tensor.step
+        self.at_limits += (np.count_nonzero(flat <= self.tensor.low + half)
+                           + np.count_nonzero(flat >= self.tensor.high - half))
+        self.values += flat.size
+
+    def share(self) -> float:
+        return self.at_limits / self.values if self.values else 0.0
+
+
+class DriftWatch:
+    """The counters of one model's inputs and outputs, their report and warnings."""
+
+    def __init__(self, inputs: list[Watched], outputs: list[Watched | None],
+                 threshold: float = DEFAULT_THRESHOLD) -> None:
+        self.threshold = float(threshold)
+        self.inputs = {t.name: InputCounter(t) for t in inputs}
+        self.outputs = [OutputCounter(t) if t is not None else None for t in outputs]
+        self._sampled = list(self.inputs.values())  # inputs the backend's write does not count
+        self._observed = 0
+        self.errors = 0
+
+    @classmethod
+    def for_model(cls, spec: Manifest, entry: ModelEntry,
+                  threshold: float = DEFAULT_THRESHOLD) -> DriftWatch | None:
+        """The watch for a loaded model, or None when no input or output is quantized."""
+        inputs = [w for w in (_watched(t, t.data.get("quantization")) for t in spec.inputs)
+                  if w is not None]
+        model_q = entry.data.get("outputs_quantization") or {}
+        outputs = [_watched(t, model_q.get(t.name) or t.data.get("quantization"), output=True)
+                   for t in spec.outputs]
+        if not inputs and not any(outputs):
+            return None
+        return cls(inputs, outputs, threshold)
+
+    def attach(self, counted_by_backend: frozenset[str]) -> None:
+        """The live backend counts these inputs itself (its input write): ``observe``
+        leaves them out."""
+        for name, counter in self.inputs.items():
+            counter.counted_by = "input write" if name in counted_by_backend else "sampled runs"
+        self._sampled = [c for n, c in self.inputs.items() if n not in counted_by_backend]
+
+    def observe(self, feeds: Mapping[str, np.ndarray] | None, results: Sequence[np.ndarray]
+                ) -> None:
+        """One run's inputs (when not counted by the write; one run in INPUT_EVERY) and
+        outputs. Never raises: a failure is counted in ``errors``."""
+        try:
+            self._observed += 1
+            if feeds is not None and self._sampled:
+                every = self._observed <= EXACT_RUNS or self._observed % INPUT_EVERY == 1
+                for counter in self._sampled:
+                    value = feeds.get(counter.tensor.name)
+                    if value is not None and value.dtype.kind == "f" and (
+                            every or value.size <= SAMPLE_VALUES):
+                        counter.observe(value)
+            if self._observed <= EXACT_RUNS or self._observed % OUTPUT_EVERY == 1:
+                for counter, value in zip(self.outputs, results, strict=False):
+                    if counter is not None:
+                        counter.observe(value)
+        except Exception:  # noqa: BLE001 - the watch must never fail a run
+            self.errors += 1
+
+    def warnings(self) -> list[str]:
+        """One line per input channel or output whose share exceeds its build baseline by
+        more than the threshold (after MIN_VALUES values)."""
+        lines = []
+        for name, counter in self.inputs.items():
+            if counter.values < MIN_VALUES:
+                continue
+            t = counter.tensor
+            for channel, share in enumerate(counter.shares()):
+                base = t.baseline_of(channel)
+                if share - base > self.threshold:
+                    where = f" channel {channel}" if t.channel_axis is not None else ""
+                    lines.append(
+                        f"input {name!r}{where}: {100 * share:.2f}% of values outside the "
+                        f"calibrated range [{t.low:.4g}, {t.high:.4g}] (int8 clips them; "
+                        f"{100 * base:.2f}% at build, threshold +{100 * self.threshold:g}%)")
+        for counter in self.outputs:
+            if counter is None or counter.values < MIN_VALUES:
+                continue
+            t, share = counter.tensor, counter.share()
+            base = t.baseline_of(0)
+            if share - base > self.threshold:
+                lines.append(f"output {t.name!r}: {100 * share:.2f}% of values at the int8 "
+                             f"limits [{t.low:.4g}, {t.high:.4g}] ({100 * base:.2f}% at build, "
+                             f"threshold +{100 * self.threshold:g}%)")
+        return lines
+
+    def info(self) -> dict[str, Any]:
+        """``stats()["drift"]``: per input and channel, per output, and the warnings."""
+        inputs = {}
+        for name, c in self.inputs.items():
+            shares = c.shares()
+            inputs[name] = {
+                "range": [c.tensor.low, c.tensor.high], "channel_axis": c.tensor.channel_axis,
+                "share": round(sum(shares) / max(1, len(shares)), 6),
+                "channels": [round(s, 6) for s in shares],
+                "baseline": [round(c.tensor.baseline_of(i), 6) for i in range(len(shares))],
+                "values": int(c.values), "clipped_runs": int(c.clipped_runs + c.write_runs),
+                "counted_by": c.counted_by}
+        outputs = {c.tensor.name: {"range": [c.tensor.low, c.tensor.high],
+                                   "at_limits": round(c.share(), 6),
+                                   "baseline": round(c.tensor.baseline_of(0), 6),
+                                   "values": int(c.values)}
+                   for c in self.outputs if c is not None}
+        return {"threshold": self.threshold, "inputs": inputs, "outputs": outputs,
+                "warnings": self.warnings(), "errors": self.errors}
+
+
+def _watched(tensor: TensorEntry, quantization: Mapping[str, Any] | None,
+             output: bool = False) -> Watched | None:
+    """A tensor's range from its ``calibration`` record, else from its quantization."""
+    found = grid_range(quantization or {})
+    if found is None:
+        return None
+    low, high, step = found
+    record = tensor.calibration
+    axis = None if output else channel_axis(tensor.layout, tensor.shape)
+    baseline: tuple[float, ...] = ()
+    if record is not None:
+        low, high = record.low, record.high
+        axis = None if output else record.channel_axis
+        baseline = record.baseline
+    channels = tensor.shape[axis] if axis is not None else 1
+    if not isinstance(channels, int) or channels <= 0:
+        axis, channels = None, 1
+    return Watched(tensor.name, low, high, step, axis, channels, baseline)
