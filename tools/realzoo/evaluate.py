@@ -35,12 +35,15 @@ def stack(rows: list[dict[str, np.ndarray]]) -> Outputs:
 
 
 def run_onnx(path: Path, arrays: dict[str, np.ndarray], axes: dict[str, int],
-             consts: dict[str, int]) -> Outputs:
-    """onnxruntime, all optimizations, one sample at a time; tensor outputs only (a ZipMap's
-    list of dicts is left out)."""
+             consts: dict[str, int], basic: bool = False) -> Outputs:
+    """onnxruntime one sample at a time (all optimizations, or only the basic ones), tensor
+    outputs only (a ZipMap's list of dicts is left out)."""
     import onnxruntime as ort
 
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    if basic:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     types = {i.name: i.type for i in session.get_inputs()}
     ranks = {i.name: len(i.shape) for i in session.get_inputs()}
     feeds_const = {k: np.array(v, np.int64 if "int64" in types.get(k, "") else np.int32)

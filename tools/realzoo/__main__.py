@@ -1,0 +1,74 @@
+"""``python -m tools.realzoo [--models a,b] [--smoke] [--out docs/realzoo.md] [--timeout S]``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from .materialize import materialize_all, work_dir
+from .registry import MODELS
+from .suite import run_model
+from .table import markdown, summary, summary_text
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.realzoo", description=__doc__)
+    parser.add_argument("--models", help=f"comma-separated, of: {', '.join(MODELS)}")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the CI subset: " + ", ".join(n for n, m in MODELS.items() if m.smoke))
+    parser.add_argument("--out", default="docs/realzoo.md", help="the table (markdown)")
+    parser.add_argument("--json", help="raw rows (default: WORK/results.json)")
+    parser.add_argument("--timeout", type=float, default=360.0, help="seconds per step")
+    parser.add_argument("--title", default="Real-model suite")
+    parser.add_argument("--materialize-only", action="store_true",
+                        help="only lay out sources and data (WORK/INDEX.md)")
+    parser.add_argument("-q", "--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    if args.models:
+        names = args.models.split(",")
+        unknown = [n for n in names if n not in MODELS]
+        if unknown:
+            parser.error(f"unknown model(s) {unknown}; known: {', '.join(MODELS)}")
+    elif args.smoke:
+        names = [n for n, m in MODELS.items() if m.smoke]
+    else:
+        names = list(MODELS)
+    materialize_all(names)
+    if args.materialize_only:
+        return 0
+    runs = work_dir() / "runs"
+    rows = []
+    for name in names:
+        if not args.quiet:
+            print(f"[{name}] building ...", flush=True)
+        row = run_model(MODELS[name], runs, args.timeout)
+        rows.append(row)
+        if not args.quiet:
+            m = row.get("metrics") or {}
+            print(f"[{name}] {row.get('kind')} ({row.get('stage')}) "
+                  f"{(row.get('build') or {}).get('seconds')} s; float "
+                  f"{(m.get('float') or {}).get('text', '-')}; int8 "
+                  f"{(m.get('int8') or {}).get('text', '-')}; peer "
+                  f"{(m.get('peer') or {}).get('text', '-')}; emulate "
+                  f"{(row.get('emulate') or {}).get('pass', '-')}"
+                  + (f"\n    {row['error']}" if row.get("error") else ""), flush=True)
+    command = "python -m tools.realzoo " + shlex.join(sys.argv[1:] if argv is None else argv)
+    json_path = Path(args.json) if args.json else work_dir() / "results.json"
+    json_path.write_text(json.dumps({"command": command, "summary": summary(rows), "rows": rows},
+                                    indent=1, default=str))
+    out = Path(args.out)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(markdown(rows, command, REPO, args.title))
+    os.replace(tmp, out)
+    print(summary_text(summary(rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
