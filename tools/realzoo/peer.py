@@ -13,8 +13,13 @@ from .evaluate import count, input_ranks, sample
 
 def quantize_peer(source: Path, calib: dict[str, np.ndarray], axes: dict[str, int],
                   consts: dict[str, int], out: Path) -> Path:
-    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
-                                          QuantType, quantize_static)
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     ranks = input_ranks(source)

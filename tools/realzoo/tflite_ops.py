@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from converters.tflite.schema import S, op_name
+from edgekit.converters.tflite.schema import S, op_name
 
 BOUNDARY = {"QUANTIZE", "DEQUANTIZE"}  # the conversions around a float island, not compute
 FLOAT_TYPES = {S.TensorType.FLOAT32, S.TensorType.FLOAT16}
