@@ -17,6 +17,26 @@ from .table import markdown, summary, summary_text
 REPO = Path(__file__).resolve().parents[2]
 
 
+def write_table(rows: list[dict], command: str, out: Path, title: str) -> None:
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(markdown(rows, command, REPO, title))
+    os.replace(tmp, out)
+
+
+def render(files: list[str], out: Path, title: str) -> int:
+    """Merge runs (e.g. a model added after the main run) into one table."""
+    rows: dict[str, dict] = {}
+    commands = []
+    for name in files:
+        data = json.loads(Path(name).read_text())
+        commands.append(data["command"])
+        rows.update({r["model"]: r for r in data["rows"]})
+    merged = list(rows.values())
+    write_table(merged, " ; ".join(commands), out, title)
+    print(summary_text(summary(merged)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.realzoo", description=__doc__)
     parser.add_argument("--models", help=f"comma-separated, of: {', '.join(MODELS)}")
@@ -28,8 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--title", default="Real-model suite")
     parser.add_argument("--materialize-only", action="store_true",
                         help="only lay out sources and data (WORK/INDEX.md)")
+    parser.add_argument("--render", help="only write --out from these results JSON files "
+                        "(comma-separated; rows of later files replace earlier ones by model)")
     parser.add_argument("-q", "--quiet", action="store_true")
     args = parser.parse_args(argv)
+    if args.render:
+        return render(args.render.split(","), Path(args.out), args.title)
     if args.models:
         names = args.models.split(",")
         unknown = [n for n in names if n not in MODELS]
@@ -62,10 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     json_path = Path(args.json) if args.json else work_dir() / "results.json"
     json_path.write_text(json.dumps({"command": command, "summary": summary(rows), "rows": rows},
                                     indent=1, default=str))
-    out = Path(args.out)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(markdown(rows, command, REPO, args.title))
-    os.replace(tmp, out)
+    write_table(rows, command, Path(args.out), args.title)
     print(summary_text(summary(rows)))
     return 0
 
