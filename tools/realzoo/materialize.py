@@ -88,7 +88,12 @@ def write_index(models: list[Model], sets: dict[str, Sets | str]) -> Path:
             f"| {model.name} | {model.task} | `{source_path(model)}` ({wheel}) | "
             f"`{folder / 'calib.npz'}`: {_shapes(got.calib)} | `{folder / 'val.npz'}`: "
             f"{_shapes(got.val)} | {model.metric.name} | {flags} | {got.note} |")
-    lines += ["", "Not in the suite:", ""]
+    lines += ["", "Default build of each (what the suite runs; `-o` any path):", "", "```"]
+    for model in models:
+        flags = "".join(f" {f}" for f in model.flags)
+        lines.append(f"edgekit build --target rpi4 {source_path(model)} --calib "
+                     f"{model_dir(model) / 'calib.npz'}{flags} -o /tmp/{model.name}.edgekit")
+    lines += ["```", "", "Not in the suite:", ""]
     lines += [f"- {name}: {why}" for name, why in NOT_AVAILABLE.items()]
     path = work_dir() / "INDEX.md"
     _atomic_write(path, ("\n".join(lines) + "\n").encode())
