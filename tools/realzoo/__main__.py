@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .materialize import materialize_all, work_dir
 from .registry import MODELS
-from .suite import run_model
+from .suite import remeasure, run_model
 from .table import markdown, summary, summary_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="only lay out sources and data (WORK/INDEX.md)")
     parser.add_argument("--render", help="only write --out from these results JSON files "
                         "(comma-separated; rows of later files replace earlier ones by model)")
+    parser.add_argument("--remeasure", help="re-run only the metrics of --models on the "
+                        "artifacts already built, updating the rows of this results JSON")
     parser.add_argument("-q", "--quiet", action="store_true")
     args = parser.parse_args(argv)
     if args.render:
@@ -67,6 +69,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.materialize_only:
         return 0
     runs = work_dir() / "runs"
+    if args.remeasure:
+        path = Path(args.remeasure)
+        data = json.loads(path.read_text())
+        for row in data["rows"]:
+            if row["model"] in names:
+                remeasure(row, MODELS[row["model"]], runs, args.timeout)
+        data["summary"] = summary(data["rows"])
+        path.write_text(json.dumps(data, indent=1, default=str))
+        return render([str(path)], Path(args.out), args.title)
     rows = []
     for name in names:
         if not args.quiet:

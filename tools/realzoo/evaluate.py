@@ -65,10 +65,11 @@ def run_artifact(path: Path, arrays: dict[str, np.ndarray], axes: dict[str, int]
     model = edgekit.load(path, backend=backend, threads=1)
     try:
         rows = []
+        first_output = model.artifact.spec.outputs[0].name
         for i in range(count(arrays, axes)):
             result = model.predict(sample(arrays, axes, ranks, i))
-            if not isinstance(result, dict):
-                result = {"output": result}
+            if not isinstance(result, dict):  # one output comes back bare
+                result = {first_output: result}
             rows.append({k: np.asarray(v) for k, v in result.items()})
         return stack(rows)
     finally:

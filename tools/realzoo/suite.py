@@ -99,6 +99,19 @@ def artifact_facts(path: Path) -> dict[str, object]:
     return facts
 
 
+def remeasure(row: dict[str, object], model: Model, runs: Path, timeout: float) -> None:
+    """The metrics step alone (the artifact of the row's build, if it shipped)."""
+    folder = runs / model.name
+    artifact = folder / f"{model.name}.edgekit"
+    shipped = row.get("kind") == "ok" and artifact.is_file()
+    measure = [sys.executable, "-m", "tools.realzoo.measure", model.name,
+               str(artifact) if shipped else "-", str(folder / "measure.json")]
+    (folder / "measure.json").unlink(missing_ok=True)
+    row["measure_run"] = _run(measure, timeout, folder / "measure.log")
+    if (folder / "measure.json").is_file():
+        row["metrics"] = json.loads((folder / "measure.json").read_text())
+
+
 def run_model(model: Model, runs: Path, timeout: float) -> dict[str, object]:
     """One row: build, then (if it shipped) facts, metrics and emulation."""
     folder = runs / model.name
@@ -123,12 +136,7 @@ def run_model(model: Model, runs: Path, timeout: float) -> dict[str, object]:
     shipped = build["exit"] == 0 and artifact.is_file()
     if shipped:
         row["artifact"] = artifact_facts(artifact)
-    measure = [sys.executable, "-m", "tools.realzoo.measure", model.name,
-               str(artifact) if shipped else "-", str(folder / "measure.json")]
-    (folder / "measure.json").unlink(missing_ok=True)
-    row["measure_run"] = _run(measure, timeout, folder / "measure.log")
-    if (folder / "measure.json").is_file():
-        row["metrics"] = json.loads((folder / "measure.json").read_text())
+    remeasure(row, model, runs, timeout)
     if shipped:
         emulate = _run([*edgekit_cli(), "emulate", "--target", "rpi4", str(artifact)], timeout,
                        folder / "emulate.log")
