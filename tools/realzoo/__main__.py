@@ -9,6 +9,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from .accepted import run_accepted
 from .materialize import materialize_all, work_dir
 from .registry import MODELS
 from .suite import remeasure, run_model
@@ -52,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
                         "(comma-separated; rows of later files replace earlier ones by model)")
     parser.add_argument("--remeasure", help="re-run only the metrics of --models on the "
                         "artifacts already built, updating the rows of this results JSON")
+    parser.add_argument("--accept-refused", metavar="JSON",
+                        help="for the budget-refused rows of this results JSON, build again "
+                        "with --accept-accuracy-drop --guard-time 0 and add what that ships")
     parser.add_argument("-q", "--quiet", action="store_true")
     args = parser.parse_args(argv)
     if args.render:
@@ -69,6 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.materialize_only:
         return 0
     runs = work_dir() / "runs"
+    if args.accept_refused:
+        path = Path(args.accept_refused)
+        data = json.loads(path.read_text())
+        for row in data["rows"]:
+            if row["model"] in names and row.get("kind") == "budget refusal":
+                if not args.quiet:
+                    print(f"[{row['model']}] accepted build ...", flush=True)
+                row["accepted"] = run_accepted(MODELS[row["model"]], runs, args.timeout)
+                path.write_text(json.dumps(data, indent=1, default=str))
+        return render([str(path)], Path(args.out), args.title)
     if args.remeasure:
         path = Path(args.remeasure)
         data = json.loads(path.read_text())

@@ -127,6 +127,25 @@ def markdown(rows: list[Row], command: str, repo: Path, title: str) -> str:
             f"{_float_ops(row)} | {_parity(row)} | {metric} | {_metric(row, 'float')} | "
             f"{_metric(row, 'int8')} | {_metric(row, 'peer')} | {build.get('seconds', '-')} | "
             f"{_emulate(row)} |")
+    accepted = [r for r in rows if r.get("accepted")]
+    if accepted:
+        out += ["", "## Budget-refused models, built again as the error suggests",
+                "", "`--accept-accuracy-drop --guard-time 0` added (the guard had already "
+                "failed): what the default path would otherwise ship. Not counted in the "
+                "summary above.", "",
+                "| model | exit | result (stage) | format | float ops in .tflite | .tflite~ONNX "
+                "parity | float | int8 (edgekit, accepted) | ORT U8S8 | build s | emulate rpi4 |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for row in accepted:
+            sub = row["accepted"]
+            build = sub.get("build") or {}
+            facts = sub.get("artifact") or {}
+            out.append(
+                f"| {row['model']} | {build.get('exit', '-')} | {sub.get('kind', '-')} "
+                f"({sub.get('stage', '')}) | {'+'.join(facts.get('formats', [])) or '-'} | "
+                f"{_float_ops(sub)} | {_parity(sub)} | {_metric(sub, 'float')} | "
+                f"{_metric(sub, 'int8')} | {_metric(sub, 'peer')} | "
+                f"{build.get('seconds', '-')} | {_emulate(sub)} |")
     out += ["", "## Per model: command, error, notes", ""]
     for row in rows:
         out.append(f"### {row['model']}: {row.get('kind', '-')}")
@@ -141,7 +160,14 @@ def markdown(rows: list[Row], command: str, repo: Path, title: str) -> str:
             out.append(f"- ONNX nodes kept float by the quantizer: {facts['onnx_float_nodes']}")
         for w in facts.get("warnings", [])[:3]:
             out.append(f"- build warning: {str(w)[:300]}")
-        for key in ("float_error", "int8_error", "peer_error"):
+        sub = row.get("accepted") or {}
+        if sub:
+            out.append(f"- accepted build: `{sub.get('command')}` -> {sub.get('kind')}"
+                       + (f": `{sub['error'][:300]}`" if sub.get("error") else ""))
+            kept = (sub.get("artifact") or {}).get("onnx_float_nodes")
+            if kept:
+                out.append(f"- accepted build kept ONNX nodes float: {kept}")
+        for key in ("float_error", "int8_error", "int8_metric_error", "peer_error"):
             err = (row.get("metrics") or {}).get(key)
             if err:
                 out.append(f"- {key.replace('_', ' ')}: `{err[:300]}`")
