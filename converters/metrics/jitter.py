@@ -74,10 +74,15 @@ def float_layer(start: Any, producer: dict[str, Any]) -> Any:
 
 def jittered(model: Any) -> Any:
     """A copy of the QDQ ``model`` with the input of each QuantizeLinear after a float layer
-    scaled by ``1 +- K x 2^-24`` (see the module doc); None when there is no float layer."""
+    scaled by ``1 +- sqrt(K) x 2^-24`` (see the module doc); None when there is no float
+    layer."""
     import onnx
     from onnx import helper, numpy_helper
 
+    found = {o: n for n in model.graph.node for o in n.output}
+    if not any(n.op_type == "QuantizeLinear" and n.input and
+               float_layer(found.get(n.input[0]), found) is not None for n in model.graph.node):
+        return None  # all int8: nothing to nudge (and no shape inference to pay)
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     graph = copy.graph
