@@ -1,6 +1,7 @@
 """Cross-ISA study: how far the emulated Arm CPUs' int8 outputs are from this host's (issue 16).
 
     python tools/study_cross_isa.py [--models NAME,NAME] [--quick] [--targets rpi4,rpi-zero2w,rpi5]
+    python tools/study_cross_isa.py --artifacts A.edgekit,B.edgekit --targets rpi4,rpi-zero2w,rpi5
 
 For the example digits CNN (real held-out digits) and every zoo model that builds (its seeded
 calibration data; held-out inputs drawn with other seeds), in both formats (.tflite on LiteRT,
@@ -335,8 +336,9 @@ def sweep(builds: dict[str, dict[str, Built]], targets: list[str], args: argpars
                                     "a batch axis other than 0: its test vectors only",
                                     vector_distributions(found[model.path]) if args.verify
                                     else None)
-        for name, _, _ in checked[len(models):]:
-            rows += verify_rows(name, 0, target, checks[name], "committed")
+        for name, path, _ in checked[len(models):]:
+            rows += verify_rows(name, 0, target, checks[name], "committed",
+                                vector_distributions(found[path]))
         print(f"[{target}: {len(paths)} verifications, {len(models)} output runs in "
               f"{result.interpreters} interpreter(s), {time.perf_counter() - start:.0f} s]",
               file=sys.stderr, flush=True)
@@ -358,6 +360,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--committed", default=str(EXAMPLE_ARTIFACT),
                         help="with --verify: committed artifacts verified as they are "
                              "(comma-separated; default the Pi example's)")
+    parser.add_argument("--artifacts", default="",
+                        help="built artifacts (comma-separated, e.g. the real-model suite's) "
+                             "verified as they are and with a flipped weight on every target; "
+                             "without --models no zoo model is built")
     parser.add_argument("--table", help="only print the table of rows saved by --json "
                                         "(comma-separated files, e.g. runs of model groups)")
     args = parser.parse_args(argv)
@@ -365,7 +371,11 @@ def main(argv: list[str] | None = None) -> int:
         print_table([Row(**r) for f in args.table.split(",") for r in json.loads(
             Path(f).read_text())])
         return 0
-    names = [n for n in args.models.split(",") if n] or [DIGITS, *zoo.ENTRIES]
+    names = [n for n in args.models.split(",") if n]
+    if args.artifacts:
+        args.committed, args.verify = args.artifacts, True
+    elif not names:
+        names = [DIGITS, *zoo.ENTRIES]
     for n in names:
         if n != DIGITS:
             zoo.entry(n)
@@ -378,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger().setLevel(logging.ERROR)
     rows: list[Row] = []
     build_targets = sorted({build_for(t) for t in args.targets})
-    size = args.group or len(names)
+    size = args.group or max(1, len(names))
     with tempfile.TemporaryDirectory(prefix="study-cross-isa-") as tmp:
         extra = [Path(p) for p in args.committed] if args.verify else []
         for path in extra:
@@ -387,6 +397,11 @@ def main(argv: list[str] | None = None) -> int:
         extra = [Path(tmp) / p.name for p in extra]
         for path, src in zip(extra, args.committed, strict=True):
             path.write_bytes(Path(src).read_bytes())
+        if not names:  # --artifacts alone
+            rows += sweep({}, args.targets, args, extra)
+            if args.json:
+                Path(args.json).write_text(json.dumps([r.__dict__ for r in rows], indent=1,
+                                                      default=float))
         for first in range(0, len(names), size):  # build a group, sweep it, report it
             builds: dict[str, dict[str, Built]] = {}
             for name in names[first:first + size]:

@@ -31,6 +31,15 @@ not per-core), so one bound serves every Arm target.
 * A float output computed from int8 layers (a guard-kept float tail) gets the same bounds
   counted in its ``float_step`` (``float_tail.py``): what one step at its last int8 tensors
   moves it, so the int8 layers' cross-ISA rounding is allowed for and nothing more.
+* The model's own sensitivity (``jitter.py``): every requantization of the int8 model is
+  nudged by Higham's float32 accumulation bound and the test vectors run again on the host;
+  an output element that moves there may move as far between x86 and Arm kernels, on each
+  side, so the bounds widen to ``1 - JITTER_FACTOR x`` (the share moved beyond one step)
+  within one step and ``JITTER_FACTOR x`` the largest move. Real models with float layers
+  inside need it (EfficientNet-Lite0's ONNX model with a guard-kept float stem Conv:
+  98.5% within one step on the emulated A72; docs/measurements/cross_isa.md); a flipped
+  weight moves its output far beyond (tools/perturb_weight.py; the study checks it still
+  fails).
 """
 
 from __future__ import annotations
@@ -54,6 +63,7 @@ SPARE_ELEMENTS = 2
 BASE_STEPS = 2.0
 LAYERS_PER_STEP = 25
 ATTENTION_STEPS = 4.0
+JITTER_FACTOR = 2.0  # the triangle inequality: |arm - x86| <= |arm - exact| + |exact - x86|
 COMPUTE_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "LSTM", "GRU"})
 BASIS = (f"tools/study_cross_isa.py (host vs emulated A72/A53/A76): >= {WITHIN_1:.0%} within "
          f"1 step ({WITHIN_1_ATTENTION:.0%} with attention; less {SPARE_ELEMENTS} elements on "
@@ -62,7 +72,8 @@ BASIS = (f"tools/study_cross_isa.py (host vs emulated A72/A53/A76): >= {WITHIN_1
          f"gain + 1, worst-slice SQNR implied by both; with a transposed conv "
          f">= {WITHIN_1_TRANSPOSED:.0%} and +{TRANSPOSED_STEPS:g} step; a float output of int8 layers "
          f"counts in float_step, one step at its last int8 tensors carried through its "
-         f"float tail")
+         f"float tail; widened to {JITTER_FACTOR:g}x what the host's outputs move when every "
+         f"requantization is nudged by the float32 accumulation bound (jitter.py)")
 PASS_THROUGH = ("DequantizeLinear", "QuantizeLinear", "Reshape", "Flatten", "Transpose",
                 "Squeeze", "Unsqueeze")
 # squashing heads between the weighted layer and the output, by their largest slope: a change
@@ -132,10 +143,12 @@ def head_gain(model: object, output: str) -> float:
 
 def output_tolerance(expected: np.ndarray, step: float, layers: int,
                      attention: bool = False, gain: float = 0.0,
-                     transposed: bool = False) -> OutputTolerance:
+                     transposed: bool = False, moved: np.ndarray | None = None
+                     ) -> OutputTolerance:
     """Bounds for one output whose test vectors hold ``expected`` (all vectors stacked);
     ``gain``: ``head_gain`` of the layer producing it; ``transposed``: the graph has a
-    transposed convolution."""
+    transposed convolution; ``moved``: how far each element moved under ``jitter.py``'s
+    nudge (output units), which widens the bounds to ``JITTER_FACTOR`` times that."""
     size = max(1, int(expected.size))
     floor = (WITHIN_1_ATTENTION if attention else WITHIN_1_TRANSPOSED if transposed
              else WITHIN_1)
@@ -143,6 +156,11 @@ def output_tolerance(expected: np.ndarray, step: float, layers: int,
     extra = (ATTENTION_STEPS if attention else 0.0) + (TRANSPOSED_STEPS if transposed else 0.0)
     max_steps = max(BASE_STEPS + layers // LAYERS_PER_STEP + extra,
                     float(math.ceil(gain) + 1) if gain > 0 else 0.0)
+    if moved is not None and np.size(moved) and step > 0:
+        steps = np.asarray(moved, np.float64) / step
+        beyond = float((steps > 1.001).mean())  # as verify counts within one step
+        within = min(within, max(0.0, 1.0 - JITTER_FACTOR * beyond))
+        max_steps = max(max_steps, float(math.ceil(JITTER_FACTOR * float(steps.max()))))
     if expected.ndim < 2 or step <= 0:
         return OutputTolerance(within_1_step=round(within, 4), max_steps=max_steps)
     axis = slice_axis(expected.shape)

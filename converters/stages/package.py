@@ -21,6 +21,7 @@ from ..builder import builder
 from ..context import BuildContext
 from ..data import data_label
 from ..metrics.float_tail import float_step
+from ..metrics.jitter import jitter_moves
 from ..metrics.tolerance import BASIS, depth, has_attention, head_gain, output_tolerance
 from ..pipeline import Stage
 from ..qdq import snap_to_grid
@@ -104,6 +105,7 @@ def vector_tolerances(ctx: BuildContext, vectors: dict[str, np.ndarray],
     transposed = any(n.op_type == "ConvTranspose" for n in graph.graph.node)
     bounds: dict[str, Any] = {}
     float_steps: dict[str, float] = {}
+    moves = jitter_moves(graph, feeds, [spec["name"] for spec in ctx.outputs])
     for spec in ctx.outputs:
         name = spec["name"]
         for entry in ctx.models:
@@ -115,7 +117,8 @@ def vector_tolerances(ctx: BuildContext, vectors: dict[str, np.ndarray],
                     float_steps[name] = float_step(graph, name, feeds)
                 step = float_steps[name]
             tol = output_tolerance(vectors[f"out/{entry['format']}/{name}"], step, layers,
-                                   attention, head_gain(graph, name), transposed).to_dict()
+                                   attention, head_gain(graph, name), transposed,
+                                   moves.get(name)).to_dict()
             kept = bounds.get(name)
             if kept is None or (tol["min_sqnr_db"] is not None and (
                     kept["min_sqnr_db"] is None or tol["min_sqnr_db"] < kept["min_sqnr_db"])):

@@ -236,10 +236,11 @@ class ConversionContext:
             qp = activation_params(*self.g.q_params(q))
             self.values[q.output[0]] = self.requant(value, qp)
 
-    def emit(self, builtin: int, inputs: list, outputs: list, options=None) -> None:
+    def emit(self, builtin: int, inputs: list, outputs: list, options=None,
+             version: int = 1) -> None:
         ins = [self.tensor_of(v) if v is not None else None for v in inputs]
         outs = [self.tensor_of(v) for v in outputs]
-        self.w.op(builtin, ins, outs, options)
+        self.w.op(builtin, ins, outs, options, version)
 
     def tensor_of(self, v: Value | Tensor) -> Tensor:
         if isinstance(v, Tensor):

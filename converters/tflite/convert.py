@@ -20,7 +20,7 @@ from edgekit.converters.tflite.layout import NHWC, Value, identity, layout_name
 from edgekit.converters.tflite.ops import FUSIONS, REGISTRY, OpSpec
 from edgekit.converters.tflite.ops.activation import fused_code
 from edgekit.converters.tflite.output_qdq import Range, quantize_outputs
-from edgekit.converters.tflite.qdq_fill import fill_qdq
+from edgekit.converters.tflite.qdq_fill import fill_qdq, honoured_keep_float
 from edgekit.converters.tflite.quant import activation_params
 from edgekit.converters.tflite.recurrent_qdq import quantize_recurrent_moves
 from edgekit.converters.tflite.schema import Act
@@ -48,7 +48,9 @@ def convert(model: onnx.ModelProto, keep_float: set[str] | frozenset[str] = froz
             output_ranges: Mapping[str, Range] | None = None) -> TFLiteModel:
     """Write an integer TFLite model from a QDQ ONNX model.
 
-    ``keep_float``: node names the accuracy guard excluded from quantization (always float).
+    ``keep_float``: node names the accuracy guard excluded from quantization (float, but for
+    weightless ops whose int8 form is exact where the graph quantizes around them:
+    ``qdq_fill.EXACT_INT8``).
     ``strict_int8``: raise, naming the ops, instead of writing any float op.
     ``int8_io``: int8 model inputs/outputs (the runtime quantizes); else float32 ones, in
     the ONNX graph's own layout: the model quantizes (and transposes to NHWC) its inputs and
@@ -56,7 +58,7 @@ def convert(model: onnx.ModelProto, keep_float: set[str] | frozenset[str] = froz
     ``output_ranges``: calibrated (lowest, highest) of graph outputs onnxruntime left float;
     those an int8 chain produces get that scale, so their last ops are int8 (output_qdq.py).
     """
-    keep = set(keep_float)
+    keep = honoured_keep_float(model, keep_float)
     int8_ops = {op for op, spec in REGISTRY.items() if spec.int8}
     halves: set[str] = set()
 
@@ -112,7 +114,8 @@ class _Driver:
         for i in wanted:
             if i < len(node.input) and node.input[i] and self.g.dq(node.input[i]) is None:
                 return False
-        if not all(self.g.q_consumers(out) for out in node.output if out):
+        if not spec.bool_output and not all(self.g.q_consumers(out) for out in node.output
+                                            if out):
             return False
         if node.op_type not in INT16_KERNELS and self._touches_int16(node):
             return False  # no 16x8 kernel written for it: float between DEQUANTIZE/QUANTIZE

@@ -18,12 +18,28 @@ from onnx import helper
 from ..graph_names import Names
 
 # ops that move bytes without changing values: a Q after them is a Q before them
-SAME_SCALE = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Identity", "Dropout"}
+SAME_SCALE = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Identity", "Dropout",
+              "Expand"}
 # ops whose output holds some of their input's values, unchanged (Gather: constant indices)
 BYTE_MOVERS = SAME_SCALE | {"Gather"}
 # ops a Q after them can move in front of, exactly: rounding at one scale is monotone, so
 # Q(max(a, b)) == max(Q(a), Q(b)) (MTCNN's PRelu -> MaxPool, which onnxruntime leaves float)
 Q_COMMUTES = SAME_SCALE | {"MaxPool"}
+# weightless ops whose int8 kernel between a graph's DQ and Q gives Q(float result) up to one
+# rounding: keeping one float (the accuracy guard names tensors, and the nodes around a
+# sensitive tensor with it) buys no accuracy when an int8 tensor feeds it and a Q follows,
+# it only adds a float island (EfficientNet-Lite0: the global pool and the Reshape before
+# the classifier ran float in the .tflite)
+EXACT_INT8 = BYTE_MOVERS | Q_COMMUTES | {"GlobalAveragePool", "ReduceMean", "AveragePool",
+                                         "GlobalMaxPool", "ReduceMax", "Concat"}
+
+
+def honoured_keep_float(model: onnx.ModelProto, keep_float: set[str] | frozenset[str]
+                        ) -> set[str]:
+    """The names of ``keep_float`` the writer keeps float: all but those of EXACT_INT8 ops
+    (which run int8 only where the graph quantizes their inputs and outputs anyway)."""
+    kinds = {n.name: n.op_type for n in model.graph.node}
+    return {name for name in keep_float if kinds.get(name) not in EXACT_INT8}
 
 
 def fill_qdq(model: onnx.ModelProto, int8_ops: set[str], keep_float: set[str],

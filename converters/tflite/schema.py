@@ -70,6 +70,15 @@ OPTIONS: dict[int, tuple[int, type]] = {
     Op.BATCH_MATMUL: (S.BuiltinOptions.BatchMatMulOptions, S.BatchMatMulOptionsT),
     Op.GATHER: (S.BuiltinOptions.GatherOptions, S.GatherOptionsT),
     Op.GELU: (S.BuiltinOptions.GeluOptions, S.GeluOptionsT),
+    Op.SELECT_V2: (S.BuiltinOptions.SelectV2Options, S.SelectV2OptionsT),
+    Op.BROADCAST_TO: (S.BuiltinOptions.BroadcastToOptions, S.BroadcastToOptionsT),
+    Op.L2_NORMALIZATION: (S.BuiltinOptions.L2NormOptions, S.L2NormOptionsT),
+    Op.SUM: (S.BuiltinOptions.ReducerOptions, S.ReducerOptionsT),
+    Op.GREATER: (S.BuiltinOptions.GreaterOptions, S.GreaterOptionsT),
+    Op.GREATER_EQUAL: (S.BuiltinOptions.GreaterEqualOptions, S.GreaterEqualOptionsT),
+    Op.LESS: (S.BuiltinOptions.LessOptions, S.LessOptionsT),
+    Op.LESS_EQUAL: (S.BuiltinOptions.LessEqualOptions, S.LessEqualOptionsT),
+    Op.EQUAL: (S.BuiltinOptions.EqualOptions, S.EqualOptionsT),
 }
 
 

@@ -9,9 +9,11 @@ from edgekit.converters.tflite.ops import (
     convtranspose,
     divide,
     elementwise,
+    expand,
     gather,
     gelu,
     gemm,
+    l2norm,
     layernorm,
     layernorm_pattern,
     pad,
@@ -20,6 +22,7 @@ from edgekit.converters.tflite.ops import (
     prelu,
     recurrent,
     resize,
+    select,
     shape,
     slice,
     softmax,
@@ -46,10 +49,13 @@ REGISTRY: dict[str, OpSpec] = {
     **batchnorm.SPECS,
     **divide.SPECS,
     **power.SPECS,
+    **expand.SPECS,
+    **select.SPECS,
+    **l2norm.SPECS,
 }
 
 # graph rewrites run after shape inference, before conversion: (graph, keep_float) -> count
-FUSIONS = [gelu.fuse_gelu, layernorm_pattern.fuse_layernorm]
+FUSIONS = [gelu.fuse_gelu, layernorm_pattern.fuse_layernorm, l2norm.fuse_l2norm]
 
 # what the writer emits as integer kernels (the rest of REGISTRY is float-only)
 INT8_OPS = sorted(op for op, spec in REGISTRY.items() if spec.int8)

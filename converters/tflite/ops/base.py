@@ -24,7 +24,9 @@ class OpSpec:
     as float between DEQUANTIZE/QUANTIZE (and listed as a float op). ``dq_inputs``: inputs
     that must come from a DequantizeLinear for the int8 form (None = all inputs).
     ``fusable``: a following Relu/Clip may become its fused activation. ``can_int8``:
-    an extra per-node condition for the int8 form (e.g. a pattern match).
+    an extra per-node condition for the int8 form (e.g. a pattern match). ``bool_output``:
+    the op yields booleans (a comparison), which no QuantizeLinear follows: its int8 form
+    needs int8 inputs only.
     """
 
     convert: Convert
@@ -32,6 +34,7 @@ class OpSpec:
     dq_inputs: tuple[int, ...] | None = (0,)
     fusable: bool = False
     can_int8: Callable[[ConversionContext, onnx.NodeProto], bool] | None = None
+    bool_output: bool = False
 
 
 def unsupported(node: onnx.NodeProto, why: str) -> UnsupportedModelError:

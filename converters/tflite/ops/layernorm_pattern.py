@@ -9,6 +9,12 @@ MUL, MEAN, ADD, RSQRT, MUL (, MUL, ADD) builtins of ops/layernorm.py in one floa
 instead of float POW, SQRT and DIV each between their own DEQUANTIZE/QUANTIZE. Reduced axes
 that are not trailing (channels-first: axis 1 of NCHW, the last axis in NHWC) are passed in
 the internal attribute ``edgekit_axes``.
+
+onnxruntime's transpose optimizer may leave a Transpose between the Sub and its users
+(PP-OCRv4's recognizer, Paddle2ONNX: mean over axis 1 of [N, C, T], the variance over the
+last axis of [N, T, C]); the Transpose then moves to the input (with a Q/DQ pair at the
+input's own parameters when it is int8: transposing commutes with per-tensor quantization)
+and the LayerNormalization reduces the transposed axes.
 """
 
 from __future__ import annotations
@@ -87,6 +93,12 @@ def _match(g: OnnxGraph, mean: onnx.NodeProto):
     if sub.input[1] != read or _origin(g, sub.input[0]) != _origin(g, x):
         return None
     users = _users(g, sub.output[0], hops)
+    moved = None  # a Transpose between the Sub and its users
+    if len(users) == 1 and users[0][0].op_type == "Transpose":
+        moved = users[0][0]
+        perm = [int(p) for p in g.attr(moved).get("perm", reversed(range(len(shape))))]
+        axes = tuple(sorted(perm.index(a) for a in axes))
+        users = _users(g, moved.output[0], hops)
     kinds = sorted(u.op_type for u, _ in users)
     square = next((u for u, _ in users if u.op_type in ("Pow", "Mul")), None)
     div = next((u for u, r in users if u.op_type == "Div" and u.input[0] == r), None)
@@ -130,14 +142,42 @@ def _match(g: OnnxGraph, mean: onnx.NodeProto):
         else:
             break
     # every intermediate stays inside the chain
-    inside = {id(n) for n in chain + hops}
+    inside = {id(n) for n in chain + hops + ([moved] if moved is not None else [])}
     for n in chain + hops:
         if n is last:
             continue
         for out in n.output:
             if out in g.outputs or any(id(u) not in inside for u in g.consumers.get(out, [])):
                 return None
+    if moved is not None:
+        if any(id(u) not in inside for u in g.consumers.get(moved.output[0], [])):
+            return None
+        x = _transpose_input(g, moved, x)
     return x, axes, float(eps), gamma, beta, chain + hops, last
+
+
+def _transpose_input(g: OnnxGraph, moved: onnx.NodeProto, x: str) -> str:
+    """Make ``moved`` transpose ``x`` (not the centred values); returns the transposed tensor
+    the LayerNormalization reads: behind a Q/DQ pair at ``x``'s parameters when ``x`` comes
+    from a DequantizeLinear, so the int8 LayerNorm sees an int8 input."""
+    moved.input[0] = x
+    dq = g.producer.get(x)
+    out = moved.output[0]
+    if dq is None or dq.op_type != "DequantizeLinear":
+        g.reindex()
+        return out
+    args = list(dq.input[1:])
+    q = helper.make_node("QuantizeLinear", [out, *args], [f"{out}_edgekit_lnq"],
+                         name=f"{out}_edgekit_lnq")
+    back = helper.make_node("DequantizeLinear", [q.output[0], *args], [f"{out}_edgekit_lndq"],
+                            name=f"{out}_edgekit_lndq")
+    at = next(i for i, n in enumerate(g.nodes) if n is moved)
+    for node in (q, back):
+        g.attrs[id(node)] = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    g.nodes[at + 1:at + 1] = [q, back]
+    g.shapes[q.output[0]] = g.shapes[back.output[0]] = g.shapes.get(out) or g.shapes[x]
+    g.reindex()
+    return back.output[0]
 
 
 def fuse_layernorm(g: OnnxGraph, keep_float: set[str]) -> int:

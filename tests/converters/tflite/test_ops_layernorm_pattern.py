@@ -74,3 +74,30 @@ def test_channels_first_hand_layernorm_reduces_the_nhwc_channel_axis(tmp_path):
     # (random / digits), at most 2 steps apart
     assert result.within_random >= 0.97 and result.within_digits >= 0.97, result
     assert result.worst <= 3.01, result.worst
+
+
+class TransposedInside(nn.Module):
+    """PP-OCRv4's recognizer (SVTR, Paddle2ONNX) after onnxruntime's transpose optimizer:
+    the mean over the channels of [N, C, T], a Transpose of the centred values to [N, T, C],
+    then the variance over the last axis and the Div."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Conv1d(8, 16, 3, padding=1), nn.Linear(16, 6)
+        self.weight = nn.Parameter(torch.ones(16))
+        self.bias = nn.Parameter(torch.zeros(16))
+
+    def forward(self, x):
+        y = self.a(x)
+        d = (y - y.mean(1, keepdim=True)).transpose(1, 2)
+        s = d.pow(2).mean(-1, keepdim=True)
+        return self.b(self.weight * (d / torch.sqrt(s + 1e-6)) + self.bias)
+
+
+def test_hand_layernorm_with_a_transpose_inside_is_one_island(tmp_path):
+    """Before: MEAN, SUB, the TRANSPOSE, POW, MEAN, SQRT and DIV ran float."""
+    result = _check(TransposedInside(), (1, 8, 8), tmp_path)
+    types = [n.op_type for n in onnx.load(str(tmp_path / "int8-uint8.onnx")).graph.node]
+    assert {"Transpose", "Pow", "Sqrt", "Div"} <= set(types), types
+    assert result.within_random >= 0.97 and result.within_digits >= 0.97, result
+    assert result.worst <= 3.01, result.worst

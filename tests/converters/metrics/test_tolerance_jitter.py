@@ -1,0 +1,73 @@
+"""The tolerance's model-own share (converters/metrics/jitter.py): an all-int8 model has
+nothing to nudge (its int8 layers match bit for bit across ISAs), a float layer inside is
+nudged by the float32 rounding of its sums, and what moves widens the bounds twice over."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from edgekit.converters.metrics.jitter import jitter_moves, jittered
+from edgekit.converters.metrics.tolerance import JITTER_FACTOR, output_tolerance
+from torch import nn
+
+from tests.converters.tflite import nets
+from tests.converters.tflite.helpers import quantize
+
+SHAPE = (1, 3, 16, 16)
+
+
+class Deep(nn.Module):
+    """Six conv layers: a one-step flip early can grow by the output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(*[m for i in range(6) for m in (
+            nn.Conv2d(3 if i == 0 else 16, 16, 3, padding=1), nn.ReLU6())])
+        self.head = nn.Conv2d(16, 8, 1)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+def _qdq(tmp_path, keep_first: bool) -> onnx.ModelProto:
+    src = nets.export(nets.seeded(Deep()), SHAPE, tmp_path / "float.onnx")
+    first = next(n.name for n in onnx.load(str(src)).graph.node if n.op_type == "Conv")
+    path = quantize(src, tmp_path, nets.inputs(SHAPE, 16, seed=1),
+                    keep_float=[first] if keep_first else None)
+    return onnx.load(str(path))
+
+
+def test_an_all_int8_model_has_nothing_to_nudge(tmp_path):
+    model = _qdq(tmp_path, keep_first=False)
+    assert jittered(model) is None
+    assert jitter_moves(model, nets.inputs(SHAPE, 4, seed=5), ["out0"]) == {}
+
+
+def test_a_float_layer_is_nudged_by_its_sums_rounding_and_moves_the_output(tmp_path):
+    model = _qdq(tmp_path, keep_first=True)
+    nudged = jittered(model)
+    muls = [n for n in nudged.graph.node if n.name.endswith("_edgekit_jitter")]
+    assert len(muls) == 1  # only after the float Conv; the int8 ones are exact on both sides
+    factor = next(t for t in nudged.graph.initializer if t.name == muls[0].input[1])
+    values = onnx.numpy_helper.to_array(factor)
+    k = 3 * 3 * 3  # the float Conv's terms per output element
+    assert values.shape == (16, 16, 16)  # one random sign per element
+    # (float32 spacing near 1 is 2^-23 above, 2^-24 below)
+    assert np.allclose(np.abs(values - 1.0), np.sqrt(k) * 2.0 ** -24, rtol=0, atol=2.0 ** -23)
+    assert (values > 1).any() and (values < 1).any()
+    out = model.graph.output[0].name
+    moves = jitter_moves(model, nets.inputs(SHAPE, 8, seed=5), [out])
+    assert moves[out].size == 8 * 8 * 16 * 16 and moves[out].max() > 0
+
+
+def test_moves_widen_the_bounds_twice_over():
+    expected = np.linspace(-3, 3, 1000).reshape(10, 100)
+    step = 0.05
+    moved = np.zeros(1000)
+    moved[:30] = 2 * step  # 3% moved two steps, one element five
+    moved[0] = 5 * step
+    base = output_tolerance(expected, step, layers=10)
+    wide = output_tolerance(expected, step, layers=10, moved=moved)
+    assert wide.within_1_step == round(1 - JITTER_FACTOR * 0.03, 4) < base.within_1_step
+    assert wide.max_steps == 10.0 > base.max_steps
+    assert output_tolerance(expected, step, 10, moved=np.zeros(1000)) == base
