@@ -48,7 +48,7 @@ def load(path: str | PathLike[str], backend: str | None = None, threads: int | s
          tuner: TunerOptions | dict[str, Any] | None = None, monitor_interval_s: float = 2.0,
          max_batch: int = 8, max_wait_ms: float | None = None, queue_size: int = 1024,
          power_aware: bool = True, allow_nonfinite: bool = False,
-         run_timeout_s: float | None = None,
+         run_timeout_s: float | None = None, exact_int8: bool = True,
          trusted_keys: Iterable[KeySpec] | KeySpec | None = None) -> Model:
     """Load a ``.edgekit`` artifact and return a ready :class:`edgekit.model.Model`.
 
@@ -60,6 +60,8 @@ def load(path: str | PathLike[str], backend: str | None = None, threads: int | s
     spin-waits between ops (off for ``efficiency``). ``power_root``: where sysfs and proc
     are. For ``submit``: ``max_batch``, ``max_wait_ms``, ``queue_size``, ``power_aware``,
     ``run_timeout_s``. ``allow_nonfinite``: run NaN / inf inputs instead of raising.
+    ``exact_int8=False``: on x86 without VNNI, an int8 ONNX model runs fused (fast, a few
+    steps off the board) instead of unfused (exact, about 4x slower).
     ``trusted_keys``: public key files, folders of ``*.pub`` files or ``PublicKey``
     objects; with those of ``$EDGEKIT_TRUSTED_KEYS`` and the device's trusted-key folders
     (``edgekit.trust``) they are the keys trusted to sign artifacts. When any key is
@@ -74,7 +76,7 @@ def load(path: str | PathLike[str], backend: str | None = None, threads: int | s
                  power_root=power_root, tuner=tuner, monitor_interval_s=monitor_interval_s,
                  max_batch=max_batch, max_wait_ms=max_wait_ms, queue_size=queue_size,
                  power_aware=power_aware, allow_nonfinite=allow_nonfinite,
-                 run_timeout_s=run_timeout_s, trusted_keys=trusted_keys)
+                 run_timeout_s=run_timeout_s, exact_int8=exact_int8, trusted_keys=trusted_keys)
 
 
 def __getattr__(name: str):  # noqa: ANN202
