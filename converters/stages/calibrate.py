@@ -19,6 +19,7 @@ from edgekit.errors import UserError
 
 from ..context import CALIBRATION_METHODS, BuildContext, Dataset
 from ..pipeline import Stage, StageConfig
+from ..sharded_calibration import optimized_session
 
 CHUNK_SAMPLES = 8  # samples per collect_data call: bounds the calibrator's memory
 # Entropy with ORT's defaults keeps 128 bins, which reproduces MinMax exactly; these give a
@@ -42,21 +43,6 @@ def feeds(data: Dataset, batched: bool, start: int, stop: int) -> list[dict[str,
     if batched:
         return [data.feeds(start, stop)]
     return [data.feeds(i, i + 1) for i in range(start, stop)]
-
-
-def _optimized_session(calibrator: Any) -> Any:
-    """The calibrator's augmented model in a session with every graph optimization, as the
-    build's float reference runs: onnxruntime's calibrators open it with none (no NCHWc
-    convolutions), which made calibration the build's slowest stage. Ranges move in the
-    last float bits only (EfficientNet-Lite0: at most 7e-5 of a range bound, 16 photos);
-    the measured minmax pass 0.93 -> 0.58 s CPU for 16 images (``tools/bench_build.py``)."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.log_severity_level = 3
-    return ort.InferenceSession(calibrator.augmented_model_path, sess_options=options,
-                                providers=calibrator.execution_providers)
 
 
 class _ListReader:
@@ -125,7 +111,7 @@ class Calibrate(Stage):
                     augmented_model_path=str(ctx.workdir / f"augmented-{method}.onnx"),
                     calibrate_method=enum, extra_options=extra,
                 )
-            calibrator.infer_session = _optimized_session(calibrator)
+            calibrator.infer_session = optimized_session(calibrator)
             bar = tqdm(total=len(data), desc=f"calibrating ({method})", unit="sample",
                        # None: tqdm draws only on a terminal, so piped logs keep no bar lines
                        disable=True if ctx.config.quiet else None, leave=False)
