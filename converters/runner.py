@@ -11,6 +11,7 @@ one, ``tools/bench_build.py``).
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from .context import Dataset
 BATCH = 32
 CACHE_BYTES = 256 * 2**20  # outputs kept across calls at most (an entry over a quarter is not)
 _outputs: OrderedDict[tuple[str, str, bool], list[np.ndarray]] = OrderedDict()
+_outputs_lock = threading.Lock()  # a caller's threads may share it
 
 
 def session(model: str | Path | bytes, threads: int = 0, exact_int8: bool = False,
@@ -56,15 +58,17 @@ def run_dataset(model: str | Path | bytes | Any, data: Dataset,
     if hasattr(model, "run"):
         return _run(model, data)
     key = (_model_digest(model), data_digest(data), exact_int8)
-    if key in _outputs:
-        _outputs.move_to_end(key)
-        return [v.copy() for v in _outputs[key]]
+    with _outputs_lock:
+        kept = _outputs.get(key)
+        if kept is not None:
+            _outputs.move_to_end(key)
+            return [v.copy() for v in kept]
     values = _run(session(model, exact_int8=exact_int8), data)
-    size = sum(v.nbytes for v in values)
-    if size <= CACHE_BYTES // 4:
-        _outputs[key] = [v.copy() for v in values]
-        while sum(a.nbytes for vs in _outputs.values() for a in vs) > CACHE_BYTES:
-            _outputs.popitem(last=False)
+    if sum(v.nbytes for v in values) <= CACHE_BYTES // 4:
+        with _outputs_lock:
+            _outputs[key] = [v.copy() for v in values]
+            while sum(a.nbytes for vs in _outputs.values() for a in vs) > CACHE_BYTES:
+                _outputs.popitem(last=False)
     return values
 
 
