@@ -179,9 +179,12 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
                 from .search.speed_choice import choose_by_speed
 
                 Pipeline(stages.until("validate")).run(ctx)
-                enforce_accuracy(ctx)
-                choose_by_speed(ctx)
-                choose_layers_by_speed(ctx)
+                for part, step in (("accuracy_decision", enforce_accuracy),
+                                   ("speed_choice", choose_by_speed),
+                                   ("layer_speed", choose_layers_by_speed)):
+                    began = time.perf_counter()
+                    step(ctx)
+                    ctx.timings.seconds[part] = round(time.perf_counter() - began, 3)
                 Pipeline(stages.after("validate")).run(ctx)
             else:
                 Pipeline(stages.names).run(ctx)

@@ -178,4 +178,5 @@ class Pipeline:
             ctx.mark(step.name, *step.provides)
             ctx.stages.append({"name": step.name, "params": step.params(ctx),
                                "seconds": round(seconds, 3)})
+            ctx.timings.seconds[f"stages.{step.name}"] = round(seconds, 3)  # package's too
         return ctx

@@ -49,7 +49,7 @@ def load(path: str | PathLike[str], backend: str | None = None, threads: int | s
          max_batch: int = 8, max_wait_ms: float | None = None, queue_size: int = 1024,
          power_aware: bool = True, allow_nonfinite: bool = False,
          run_timeout_s: float | None = None, drift_threshold: float = 0.01,
-         power_sensor: str = "auto",
+         power_sensor: str = "auto", exact_int8: bool = True,
          trusted_keys: Iterable[KeySpec] | KeySpec | None = None) -> Model:
     """Load a ``.edgekit`` artifact and return a ready :class:`edgekit.model.Model`.
 
@@ -63,6 +63,8 @@ def load(path: str | PathLike[str], backend: str | None = None, threads: int | s
     ``run_timeout_s``. ``allow_nonfinite``: run NaN / inf inputs instead of raising.
     ``drift_threshold``: warn when inputs clip (outputs saturate) this much more than at
     build. ``power_sensor``: "auto", "none", "vcgencmd" or "hwmon:NAME" (measured energy).
+    ``exact_int8=False``: on x86 without VNNI, an int8 ONNX model runs fused (fast, a few
+    steps off the board) instead of unfused (exact, about 4x slower).
     ``trusted_keys``: public key files, folders of ``*.pub`` files or ``PublicKey``
     objects; with those of ``$EDGEKIT_TRUSTED_KEYS`` and the device's trusted-key folders
     (``edgekit.trust``) they are the keys trusted to sign artifacts. When any key is
@@ -78,7 +80,7 @@ def load(path: str | PathLike[str], backend: str | None = None, threads: int | s
                  max_batch=max_batch, max_wait_ms=max_wait_ms, queue_size=queue_size,
                  power_aware=power_aware, allow_nonfinite=allow_nonfinite,
                  run_timeout_s=run_timeout_s, drift_threshold=drift_threshold,
-                 power_sensor=power_sensor, trusted_keys=trusted_keys)
+                 power_sensor=power_sensor, exact_int8=exact_int8, trusted_keys=trusted_keys)
 
 
 def __getattr__(name: str):  # noqa: ANN202

@@ -62,6 +62,17 @@ def exact_int8_needs_unfused(reduce_range: bool) -> bool:
     return u8s8_saturates() and not reduce_range
 
 
+# Said once, at the first predict of an int8 ONNX model that runs unfused here (logger
+# "edgekit"). The figure: tools/bench_exact_int8.py on EfficientNet-Lite0's rpi4 artifact, 1
+# thread: unfused 26.2 ms, fused 4.6 ms (VNNI kernels; ~7 ms without), float 9.6 ms.
+UNFUSED_NOTE = (
+    "this int8 ONNX model runs unfused on this CPU: onnxruntime's fused int8 kernels saturate "
+    "8-bit weights on x86 without VNNI, so edgekit runs the int8 math as written to get "
+    "exactly what the target board computes, about 4-6x slower than the fused kernels and "
+    "often slower than the float model. For speed over exactness (outputs a few steps off): "
+    "edgekit.load(..., exact_int8=False), or `edgekit run/bench --fast-int8`. On the board "
+    "(Arm) and on x86 CPUs with VNNI the fused kernels are exact and this does not apply.")
+
 # onnxruntime session config that, in an unfused (BASIC) session, lets constant folding turn
 # DequantizeLinear(int8 weight) into the float weight once at load, instead of on every run
 # (ORT skips folding DQ nodes to keep QDQ groups for fusions that an unfused session never

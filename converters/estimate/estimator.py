@@ -56,6 +56,20 @@ class Estimate:
     stored_params_by_dtype: dict[str, int]
     variants: dict[str, Variant]
     warnings: list[str] = field(default_factory=list)
+    # ops the cost model cannot cost: {"ops": [{name, op, reason}], "node_share",
+    # "host_share" (None: not measurable here), "costed_as": "host-timed" | "not costed"}
+    uncosted: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def judges_latency(self) -> bool:
+        """False when ops that are not costed leave the latency (and power, energy) short."""
+        return self.uncosted.get("costed_as", "host-timed") == "host-timed"
+
+    def cannot_judge(self, flag: str) -> str:
+        """What to say of a budget (``--max-latency-ms``) this estimate cannot judge."""
+        return (f"cannot judge {flag}: {100 * self.uncosted['node_share']:.1f}% of the graph "
+                f"({len(self.uncosted['ops'])} of its nodes: "
+                f"{', '.join(sorted({o['op'] for o in self.uncosted['ops']}))}) not costed")
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -71,8 +85,10 @@ class Estimate:
 
 
 def analyse(graph: Graph, model: CostModel, threads: list[int],
-            profile: Any) -> tuple[Variant, list[Op]]:
-    """One variant: graph (read at its precision) -> kernel calls -> figures."""
+            profile: Any, share: float = 0.0) -> tuple[Variant, list[Op]]:
+    """One variant: graph (read at its precision) -> kernel calls -> figures. ``share``: the
+    part of a run the uncosted ops take on the host; the latency is the costed ops' scaled up
+    by it (``uncosted.py``)."""
     precision = graph.precision
     ops = build_ops(graph)
     weights = {w for op in ops if op.kind != "alias" for w in op.weight_names}
@@ -92,12 +108,15 @@ def analyse(graph: Graph, model: CostModel, threads: list[int],
         ram_bytes=model.ram_bytes(weight_bytes, live.peak_bytes),
         kernels=sum(1 for op in ops),
     )
+    costed = [op for op in ops if not op.uncosted]
     for t in threads:
-        seconds = model.latency(ops, t)
+        seconds = model.latency(costed, t) / (1.0 - share)
         variant.latency_s[t] = seconds
         variant.power_w[t] = power_w(profile, t)
         variant.energy_j[t] = variant.power_w[t] * seconds
-    variant.latency_by_kind = model.latency_by_kind(ops, threads[-1])
+    variant.latency_by_kind = model.latency_by_kind(costed, threads[-1])
+    if share:
+        variant.latency_by_kind["uncosted"] = variant.latency_s[threads[-1]] * share
     return variant, ops
 
 
@@ -151,20 +170,55 @@ def estimate(source: Any, target: Any = "rpi4", threads: list[int] | None = None
     warnings: list[str] = [
         f"input {name!r} has symbolic dim(s) {dims} past the batch, costed at 1: pass "
         f"--input-shape {name}=DIMS for the size it will run at" for name, dims in open_dims]
-    for precision in ("float32", "int8"):
-        graph = read_graph(model_proto, precision)
-        variant, _ = analyse(graph, cost, threads, profile)
-        variants[precision] = variant
+    graphs = {p: read_graph(model_proto, p) for p in ("float32", "int8")}
+    uncosted = _uncosted(model_proto, graphs["float32"])
+    share = (uncosted.get("host_share") or 0.0) if uncosted.get("costed_as") == "host-timed" else 0.0
+    for precision, graph in graphs.items():
+        variants[precision] = analyse(graph, cost, threads, profile, share)[0]
         if graph.unknown_shapes and precision == "float32":
             warnings.append(
                 f"{len(graph.unknown_shapes)} tensor(s) without an inferred shape (e.g. "
                 f"{graph.unknown_shapes[0]!r}): their bytes and MACs are not counted")
+    if uncosted:
+        warnings.append(_uncosted_line(uncosted))
     name = str(source) if not hasattr(source, "graph") else (model_proto.graph.name or "<model>")
     return Estimate(model=name, target=profile.name, method=cost.method, source=cost.source,
                     threads=list(threads), stored=stored,
                     stored_bytes_by_dtype=dict(stored_bytes),
                     stored_params_by_dtype=dict(stored_params), variants=variants,
-                    warnings=warnings)
+                    warnings=warnings, uncosted=uncosted)
+
+
+def _uncosted(model_proto: Any, graph: Graph) -> dict[str, Any]:
+    """The ops of ``graph`` the cost model cannot cost, their share of the graph's nodes and
+    of a run on this host (``uncosted.host_share``); empty when every op is costed."""
+    from .uncosted import host_share
+
+    found = [n for n in graph.nodes if n.uncosted]
+    if not found:
+        return {}
+    indexes = [int(n.name.rpartition("#")[2]) for n in found]
+    measured = host_share(model_proto, indexes)
+    usable = measured is not None and measured.usable
+    return {"ops": [{"name": n.name.rpartition("#")[0], "op": n.op_type, "reason": n.uncosted}
+                    for n in found],
+            "node_share": len(found) / max(1, len(graph.nodes)),
+            "host_share": None if measured is None else round(measured.share, 4),
+            "costed_as": "host-timed" if usable else "not costed"}
+
+
+def _uncosted_line(uncosted: dict[str, Any]) -> str:
+    ops = uncosted["ops"]
+    kinds = ", ".join(sorted({f"{o['op']} ({o['reason']})" for o in ops}))
+    head = f"{len(ops)} op(s) the cost model cannot cost: {kinds}"
+    share = uncosted["host_share"]
+    if uncosted["costed_as"] == "host-timed":
+        return (f"{head}; timed on this host (onnxruntime, 1 thread) at {100 * share:.1f}% of a "
+                "run and scaled with the rest of the model to the target")
+    measured = ("could not be run on this host" if share is None
+                else f"take {100 * share:.0f}% of a run on this host, too much to scale from")
+    return (f"{head}; NOT COSTED ({measured}): they are {100 * uncosted['node_share']:.1f}% of "
+            "the graph's nodes, and the latency, power and energy figures leave them out")
 
 
 def cost_model_for(profile: Any, calibrate: bool) -> CostModel:

@@ -113,26 +113,27 @@ def _tensor_table(model: Any) -> dict[str, TensorInfo]:
     return table
 
 
+COSTED_DOMAINS = ("", "ai.onnx", "com.microsoft")
+
+
 def _nodes(model: Any) -> list[Node]:
+    """The model's nodes; a node the cost model cannot cost (a subgraph: If, Loop, Scan; a
+    domain other than standard ONNX and com.microsoft, such as ``ai.onnx.ml``'s trees) is
+    kept, marked ``uncosted`` with the reason: the estimator times it on the host."""
     from onnx import helper
 
+    subgraph = (helper.AttributeProto.GRAPH, helper.AttributeProto.GRAPHS)
     nodes = []
     for index, node in enumerate(model.graph.node):
-        if node.domain not in ("", "ai.onnx", "com.microsoft"):
-            raise UnsupportedModelError(
-                f"node {node.name or index!r} is in domain {node.domain!r}; the estimator reads "
-                "standard ONNX (and com.microsoft) ops"
-            )
-        if any(a.type in (helper.AttributeProto.GRAPH, helper.AttributeProto.GRAPHS)
-               for a in node.attribute):
-            raise UnsupportedModelError(
-                f"node {node.name or index!r} ({node.op_type}) has a subgraph; the estimator "
-                "needs a flat graph (control flow is not supported)"
-            )
+        reason = ""
+        if node.domain not in COSTED_DOMAINS:
+            reason = f"domain {node.domain!r}"
+        elif any(a.type in subgraph for a in node.attribute):
+            reason = "control flow: a subgraph"
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute
-                 if a.type != helper.AttributeProto.TENSOR}
+                 if a.type != helper.AttributeProto.TENSOR and a.type not in subgraph}
         nodes.append(Node(f"{node.name or node.op_type}#{index}", node.op_type,
-                          list(node.input), list(node.output), attrs))
+                          list(node.input), list(node.output), attrs, uncosted=reason))
     return nodes
 
 
@@ -144,8 +145,8 @@ def _constants(nodes: list[Node], model: Any, tensors: dict[str, TensorInfo]) ->
     consts = {i.name for i in model.graph.initializer}
     for node in nodes:
         data = [i for i in node.inputs if i]
-        if node.op_type == "DequantizeLinear":
-            continue
+        if node.op_type == "DequantizeLinear" or node.uncosted:
+            continue  # an uncosted node may read outer tensors its inputs do not name
         static_shape = node.op_type in SHAPE_OPS and tensors.get(data[0], TensorInfo(None, 4)).shape
         if static_shape or all(i in consts for i in data):
             consts.update(o for o in node.outputs if o)

@@ -43,6 +43,9 @@ class Node:
     outputs: list[str]
     attrs: dict[str, Any] = field(default_factory=dict)
     int8: bool = False
+    # why the cost model cannot cost it ("control flow (If)", "domain 'ai.onnx.ml'"); empty:
+    # it can. Such a node is timed on the host instead (``uncosted.py``).
+    uncosted: str = ""
 
 
 @dataclass

@@ -29,6 +29,7 @@ budget each candidate missed and by how much, and no artifact is written.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,8 +132,23 @@ class Search:
 
         profile = self.base.profile
         # every thread count up to the profile's: the search tries threads before pruning
-        est = estimate(str(path), profile, threads=list(range(1, profile.threads + 1)))
+        try:
+            est = estimate(str(path), profile, threads=list(range(1, profile.threads + 1)))
+        except UserError as exc:  # a graph the estimator cannot read: said, not failed
+            why = f"the estimator cannot read the model ({exc})"
+            self._unjudged(B.ESTIMATED, lambda flag: f"cannot judge {flag}: {why}")
+            return {}
+        if not est.judges_latency:
+            self._unjudged(("latency_ms", "power_w"), est.cannot_judge)
         return B.hardware_figures(est, profile, self.budgets.rate_hz, self.budgets.limits)
+
+    def _unjudged(self, budgets: tuple[str, ...], say: Callable[[str], str]) -> None:
+        """Budgets the estimate cannot judge are no longer checked; each is said once
+        (``say(flag)``), not failed."""
+        for budget in budgets:
+            if budget in self.checked:
+                self.checked = tuple(k for k in self.checked if k != budget)
+                self.base.warn(say(B.BUDGETS[budget][1]))
 
     # ------------------------------------------------------------------ run
     def run(self) -> None:

@@ -14,6 +14,7 @@ float on the calibration samples must go down; the figures before and after are 
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from ..context import Dataset
 from ..runner import run_dataset
 
 SAMPLES = 64  # calibration samples measuring the input means and the output error
+MEAN_CHUNK = 8  # samples per run measuring the input means: bounds the memory of a run
 
 
 def _producers(model: Any) -> dict[str, Any]:
@@ -82,12 +84,36 @@ def _probe(model: Any, names: list[str]) -> bytes:
     return probe.SerializeToString()
 
 
-def _input_means(qdq: Any, names: list[str], data: Dataset) -> dict[str, np.ndarray]:
+def _input_means(qdq: Any, names: list[str], data: Dataset
+                 ) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
     """Per-channel mean (axis 1; the last axis of a 2-D Gemm input is axis 1 too) of each
-    named tensor in the int8 model over ``data``, int8 math exact."""
-    values = run_dataset(_probe(qdq, names), data, exact_int8=True)
-    return {name: v.astype(np.float64).mean(axis=tuple(i for i in range(v.ndim) if i != 1))
-            for name, v in zip(names, values, strict=True)}
+    named tensor in the int8 model over ``data``, int8 math exact; and the model's own
+    outputs from the same runs (the error before correcting: one int8 pass less).
+
+    Summed chunk by chunk (``MEAN_CHUNK`` samples per run where the batch axis can be
+    freed): every conv input of 64 EfficientNet-Lite0 images held at once was about 2 GB and
+    a third of the build's time (``tools/bench_build.py``)."""
+    import onnx
+
+    outputs = [o.name for o in qdq.graph.output]
+    wanted = outputs + [n for n in names if n not in outputs]
+    probe = onnx.load_model_from_string(_probe(qdq, wanted))
+    sess, step = _batched_session(probe, set(), data)
+    step = max(1, min(step, MEAN_CHUNK))
+    sums: dict[str, np.ndarray] = {}
+    counts: dict[str, int] = dict.fromkeys(names, 0)
+    chunks: list[list[np.ndarray]] = []
+    for start in range(0, len(data), step):
+        values = dict(zip(wanted, sess.run(wanted, data.feeds(start, start + step)), strict=True))
+        chunks.append([values[o] for o in outputs])
+        for name in names:
+            value = values[name]
+            axes = tuple(i for i in range(value.ndim) if i != 1)
+            part = value.sum(axis=axes, dtype=np.float64)
+            sums[name] = part if name not in sums else sums[name] + part
+            counts[name] += value.size // max(1, value.shape[1])
+    means = {name: sums[name] / max(1, counts[name]) for name in names}
+    return means, [np.concatenate([c[j] for c in chunks]) for j in range(len(outputs))]
 
 
 def _shift(layer: dict[str, Any], mean_x: np.ndarray) -> np.ndarray:
@@ -103,14 +129,18 @@ def _shift(layer: dict[str, Any], mean_x: np.ndarray) -> np.ndarray:
     return (summed * x).sum(axis=1)
 
 
-def correct(qdq: Any, float_model: Any, data: Dataset) -> dict[str, Any]:
-    """Subtract each layer's mean output shift from its int32 bias, in place."""
+def correct(qdq: Any, float_model: Any, data: Dataset,
+            before: list[np.ndarray] | None = None) -> dict[str, Any]:
+    """Subtract each layer's mean output shift from its int32 bias, in place. ``before``
+    receives the uncorrected model's outputs on ``data`` (measured in the same runs)."""
     from onnx import numpy_helper
 
     layers = _layers(qdq, float_model)
     if not layers:
         return {"layers": 0}
-    means = _input_means(qdq, sorted({layer["input"] for layer in layers}), data)
+    means, outputs = _input_means(qdq, sorted({layer["input"] for layer in layers}), data)
+    if before is not None:
+        before[:] = outputs
     moved = []
     for layer in layers:
         shift = _shift(layer, means[layer["input"]])
@@ -161,7 +191,7 @@ def _batched_session(probe: Any, fed: set[str], data: Dataset) -> tuple[Any, int
             dims[axis].Clear()
             dims[axis].dim_param = "samples"
     try:
-        sess = session(free.SerializeToString(), exact_int8=True)
+        sess = session(free.SerializeToString(), exact_int8=True, quiet=True)
         first = sess.run(None, {**data.feeds(0, min(2, len(data))), **_zero_feeds(sess, fed)})
         if all(len(v) == min(2, len(data)) for v in first):
             return sess, len(data)
@@ -211,7 +241,10 @@ def correct_sequential(qdq: Any, float_model: Any, data: Dataset) -> dict[str, A
 
 def output_mse(qdq_bytes: bytes, reference: list[np.ndarray], data: Dataset) -> float:
     """Mean squared error of the int8 model's outputs against float, over all outputs."""
-    got = run_dataset(qdq_bytes, data, exact_int8=True)
+    return _mse(run_dataset(qdq_bytes, data, exact_int8=True), reference)
+
+
+def _mse(got: list[np.ndarray], reference: list[np.ndarray]) -> float:
     errors = [float(np.mean((g.astype(np.float64) - r) ** 2)) for g, r in zip(got, reference, strict=True)]
     return float(np.mean(errors))
 
@@ -234,9 +267,9 @@ def correct_if_it_pays(path: Any, float_path: Any, calib: Dataset,
     float_model = onnx.load(str(float_path))
     original = onnx.load(str(path))
     reference = [r.astype(np.float64) for r in run_dataset(str(float_path), data)]
-    before = output_mse(original.SerializeToString(), reference, data)
+    measured: list[np.ndarray] = []  # the uncorrected outputs, from ``correct``'s own runs
     tried: dict[str, tuple[float, bytes, dict[str, Any]]] = {}
-    fixes = {"weights": correct, "sequential": correct_sequential}
+    fixes = {"weights": partial(correct, before=measured), "sequential": correct_sequential}
     for mode, fix in ((m, fixes[m]) for m in modes):
         qdq = onnx.ModelProto()
         qdq.CopyFrom(original)
@@ -246,6 +279,8 @@ def correct_if_it_pays(path: Any, float_path: Any, calib: Dataset,
             tried[mode] = (output_mse(corrected, reference, data), corrected, report)
     if not tried:
         return {"layers": 0, "kept": False}
+    before = (_mse(measured, reference) if measured
+              else output_mse(original.SerializeToString(), reference, data))
     mode = min(tried, key=lambda m: tried[m][0])
     after, corrected, report = tried[mode]
     kept = after < before

@@ -20,6 +20,7 @@ from edgekit.errors import UserError
 from ..context import CALIBRATION_METHODS, BuildContext, Dataset
 from ..interrupt import interruptible
 from ..pipeline import Stage, StageConfig
+from ..sharded_calibration import optimized_session
 
 CHUNK_SAMPLES = 8  # samples per collect_data call: bounds the calibrator's memory
 # Entropy with ORT's defaults keeps 128 bins, which reproduces MinMax exactly; these give a
@@ -111,6 +112,7 @@ class Calibrate(Stage):
                     augmented_model_path=str(ctx.workdir / f"augmented-{method}.onnx"),
                     calibrate_method=enum, extra_options=extra,
                 )
+            calibrator.infer_session = optimized_session(calibrator)
             bar = tqdm(total=len(data), desc=f"calibrating ({method})", unit="sample",
                        # None: tqdm draws only on a terminal, so piped logs keep no bar lines
                        disable=True if ctx.config.quiet else None, leave=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgekit.errors import TargetError
+from edgekit.errors import UserError
 
 from ..context import BuildContext
 from ..pipeline import Stage
@@ -31,8 +31,11 @@ def summary(est: Any) -> dict[str, Any]:
             "power_w": {str(t): round(w, 3) for t, w in v.power_w.items()},
             "energy_mj": {str(t): round(j * 1e3, 4) for t, j in v.energy_j.items()},
         }
-    return {"target": est.target, "cost_model": est.method, "source": est.source,
-            "threads": est.threads, "variants": variants, "warnings": est.warnings}
+    section = {"target": est.target, "cost_model": est.method, "source": est.source,
+               "threads": est.threads, "variants": variants, "warnings": est.warnings}
+    if est.uncosted:
+        section["uncosted"] = est.uncosted
+    return section
 
 
 class Estimate(Stage):
@@ -58,7 +61,7 @@ class Estimate(Stage):
             # a build never stops for half a minute of host calibration: without a cached
             # one it says how to make it (`edgekit estimate --target host` runs it itself)
             est = estimate(str(source), ctx.profile, calibrate=False)
-        except TargetError as exc:
+        except UserError as exc:  # no cost model, or a graph it cannot read: never a failed build
             ctx.warn(f"no estimate: {exc}")
             return
         section = summary(est)

@@ -33,6 +33,24 @@ def refuse_tflite(path: Path) -> None:
             f"--tflite {path.name} --output model.onnx) and build that")
 
 
+def external_files(model: Any, folder: Path) -> list[Path]:
+    """The external data files the initializers of ``model`` (loaded without its external
+    data) read, once each, resolved under ``folder``; a missing one is a ``ModelFormatError``."""
+    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+    found: dict[str, Path] = {}
+    for tensor in model.graph.initializer:
+        if uses_external_data(tensor):
+            location = ExternalDataInfo(tensor).location
+            found.setdefault(location, folder / location)
+    missing = [str(f) for f in found.values() if not f.is_file()]
+    if missing:
+        raise ModelFormatError(f"{folder}: the model's weights are in external data file(s) "
+                               f"{', '.join(missing)}, which do not exist (expected beside the "
+                               ".onnx file)")
+    return list(found.values())
+
+
 class LoadOnnx(Stage):
     name = "load"
     requires = frozenset({"config"})
@@ -52,15 +70,21 @@ class LoadOnnx(Stage):
         if not path.is_file():
             raise ModelFormatError(f"{path}: no such model file (expected an .onnx file)")
         refuse_tflite(path)
-        ctx.source_info.update(name=path.name, format="onnx", sha256=sha256_file(path),
-                               bytes=path.stat().st_size)
+        ctx.source_info.update(name=path.name, format="onnx", sha256=sha256_file(path))
         try:
-            model = onnx.load(str(path))  # reads external data from the model's folder too
+            model = onnx.load(str(path), load_external_data=False)
+            external = external_files(model, path.parent)
+            if external:  # weights beside the graph (model.onnx.data): read from its folder
+                onnx.load_external_data_for_model(model, str(path.parent))
         except (DecodeError, ValueError, RuntimeError, OSError) as exc:
             raise ModelFormatError(
                 f"{path}: not a readable ONNX model (expected an ONNX protobuf; the file may be "
                 f"truncated or of another format): {exc}"
             ) from exc
+        # the source's size on disk: the graph and the external data files it reads
+        ctx.source_info["bytes"] = path.stat().st_size + sum(f.stat().st_size for f in external)
+        if external:
+            ctx.source_info["external_data"] = [f.name for f in external]
         if not model.graph.node:
             raise ModelFormatError(f"{path}: the ONNX file holds no graph nodes (truncated or empty)")
         try:

@@ -14,7 +14,7 @@ from typing import Any
 import click
 import numpy as np
 
-from edgekit.commands.params import BATCH_SIZES, THREADS_OR_AUTO
+from edgekit.commands.params import BATCH_SIZES, FAST_INT8, THREADS_OR_AUTO
 from edgekit.errors import UserError
 
 
@@ -136,6 +136,7 @@ def runtimes_for(spec: Any) -> list[str | None]:
               help="Tuner policy for 'auto'.")
 @click.option("--backend", help="Force a runtime (onnxruntime, litert, tflite-runtime); "
               "default: every format the artifact holds, each on its first installed runtime.")
+@FAST_INT8
 @click.option("--json", "as_json", is_flag=True, help="Rows as JSON.")
 @click.option("--soak", type=click.FloatRange(min=0.0, min_open=True), metavar="SECONDS",
               help="Soak: run this long (first --threads and --batch value) and record per "
@@ -149,9 +150,9 @@ def runtimes_for(spec: Any) -> list[str | None]:
 @click.option("--root", default="/", show_default=True, type=click.Path(file_okay=False),
               help="Soak: root of the sysfs/proc tree the sensors are read from.")
 def command(artifact: str, threads: list[int | str], batches: list[int], duration: float,
-            runs: int, warmup: int, policy: str, backend: str | None, as_json: bool,
-            soak: float | None = None, rate: float | None = None, interval_s: float = 5.0,
-            plot_path: str | None = None, root: str = "/") -> None:
+            runs: int, warmup: int, policy: str, backend: str | None, fast_int8: bool,
+            as_json: bool, soak: float | None = None, rate: float | None = None,
+            interval_s: float = 5.0, plot_path: str | None = None, root: str = "/") -> None:
     """Benchmark ARTIFACT: per thread count and batch size, latency percentiles of
     Model.predict, throughput, peak memory and the profile's energy estimate. With --soak:
     the board's numbers as it heats (per-interval table, an SVG plot, the settled p95)."""
@@ -174,7 +175,8 @@ def command(artifact: str, threads: list[int | str], batches: list[int], duratio
     for runtime in [backend] if backend else runtimes_for(spec):
         for t in threads:
             for b in batches:
-                rows.append(bench_one(artifact, t, b, duration, runs, warmup, policy, runtime))
+                rows.append(bench_one(artifact, t, b, duration, runs, warmup, policy, runtime,
+                                      exact_int8=not fast_int8))
     add_speedups(rows)
     if as_json:
         click.echo(json.dumps(rows, indent=2))

@@ -153,3 +153,10 @@ class NamedValue(click.ParamType):
 INPUT_SHAPES = NamedShapes()
 CONST_VALUE = NamedValue(FLOATS, "sr=16000")
 BATCH_AXIS = NamedValue(click.IntRange(0), "state=1")
+
+
+# ``edgekit run`` and ``bench``: the command-line form of ``edgekit.load(exact_int8=False)``
+FAST_INT8 = click.option(
+    "--fast-int8", is_flag=True,
+    help="x86 without VNNI: run an int8 ONNX model on onnxruntime's fused kernels (fast; "
+         "outputs may sit a few steps from the board's) instead of unfused (exact, 4-6x slower).")

@@ -10,6 +10,8 @@ from typing import Any
 import click
 import numpy as np
 
+from edgekit.commands.params import FAST_INT8
+
 
 def is_classifier(model: Any) -> bool:
     """One output of shape [batch, classes] (or marked ``kind = classifier``)."""
@@ -43,6 +45,7 @@ def top_k(scores: np.ndarray, k: int, labels: list[str] | None) -> list[dict[str
               help="How images of another size reach the model's (default: the manifest's).")
 @click.option("--color", type=click.Choice(["gray", "rgb", "bgr"]),
               help="Colour images are converted to (default: the manifest's).")
+@FAST_INT8
 @click.option("--json", "as_json", is_flag=True, help="Results as JSON.")
 @click.option("--drift-threshold", type=click.FloatRange(0.0, 1.0), default=0.01,
               show_default=True,
@@ -50,8 +53,8 @@ def top_k(scores: np.ndarray, k: int, labels: list[str] | None) -> list[dict[str
               "calibrated range (int8 clips them) than at build, or an output at the int8 "
               "limits.")
 def command(artifact: str, images: tuple[str, ...], k: int, threads: str,
-            backend: str | None, resize: str | None, color: str | None, as_json: bool,
-            drift_threshold: float = 0.01) -> None:
+            backend: str | None, resize: str | None, color: str | None, fast_int8: bool,
+            as_json: bool, drift_threshold: float = 0.01) -> None:
     """Run ARTIFACT on IMAGES (files, or folders of them), preprocessed as the manifest's
     input spec says (what the model was calibrated on); print the top-k classes of a
     classifier."""
@@ -63,7 +66,7 @@ def command(artifact: str, images: tuple[str, ...], k: int, threads: str,
     if threads != "auto" and not threads.isdigit():
         raise UserError(f"--threads expects a count >= 0 or 'auto'; got {threads!r}")
     results = []
-    with edgekit.load(artifact, backend=backend,
+    with edgekit.load(artifact, backend=backend, exact_int8=not fast_int8,
                       threads=threads if threads == "auto" else int(threads),
                       drift_threshold=drift_threshold) as model:
         classifier = is_classifier(model)

@@ -137,7 +137,7 @@ def test_calibration_merged_from_shards_equals_one_process(cluster, digits_data,
     per-shard histograms differs. (Entropy with few bins: its threshold search is quadratic.)"""
     import json
 
-    from edgekit.converters.sharded_calibration import Recipe, calibrate_sharded
+    from edgekit.converters.sharded_calibration import Recipe, calibrate_sharded, optimized_session
     from edgekit.converters.stages.calibrate import PERCENTILE_OPTIONS, _ListReader, feeds
     from onnxruntime.quantization import CalibrationMethod
     from onnxruntime.quantization.calibrate import create_calibrator, save_tensors_data
@@ -164,6 +164,7 @@ def test_calibration_merged_from_shards_equals_one_process(cluster, digits_data,
             one = create_calibrator(DIGITS_ONNX, None, calibrate_method=enums[method],
                                     augmented_model_path=str(tmp_path / "aug.onnx"),
                                     extra_options=extra)
+            one.infer_session = optimized_session(one)  # as the calibrate stage runs it
             for start in range(0, len(data), 8):
                 one.collect_data(_ListReader(feeds(data, False, start, start + 8)))
             want = as_json(one.compute_data())
