@@ -20,9 +20,9 @@ import numpy as np
 from edgekit.artifact import Artifact, choose_model, read_artifact
 from edgekit.backends import Backend, BackendOptions, TensorSpec
 from edgekit.batcher import Batcher
+from edgekit.cpu import UNFUSED_NOTE
 from edgekit.drift import DriftWatch
 from edgekit.energy import MeasuredPower, PowerMeter
-from edgekit.cpu import UNFUSED_NOTE
 from edgekit.errors import EdgekitError, InputError, ModelClosedError
 from edgekit.manifest import Manifest
 from edgekit.policy import TunerOptions
