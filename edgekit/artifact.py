@@ -40,6 +40,7 @@ from edgekit.backends import Backend, backends_for, by_name
 from edgekit.errors import ArtifactError, RuntimeUnavailableError
 from edgekit.manifest import SCHEMA_VERSION, Manifest, ModelEntry
 from edgekit.onnx_scan import check_self_contained
+from edgekit.release import Pin, check_release
 from edgekit.signing import PublicKey, Signature, verify_manifest
 from edgekit.tempfiles import remove_stale_beside, temp_beside
 from edgekit.zipread import (
@@ -113,7 +114,7 @@ class Artifact:
 
 
 def read_artifact(path: str | os.PathLike[str],
-                  trusted: Sequence[PublicKey] | None = None) -> Artifact:
+                  trusted: Sequence[PublicKey] | None = None, pin: Pin | None = None) -> Artifact:
     """Open and verify an artifact, bounded at every step (``edgekit.zipread``): the zip's
     directory (unique plain names, sizes within ceilings), then the manifest (typed, every
     field checked; its signature, see below), then only the members it lists, each within
@@ -123,7 +124,9 @@ def read_artifact(path: str | os.PathLike[str],
     ``trusted``: public keys (``edgekit.trust.discover_trusted_keys``); when non-empty the
     manifest must be signed by one of them. Without keys a signature that is present is
     still checked when ``cryptography`` is installed. Hashes catch corruption only; the
-    signature is what catches tampering.
+    signature is what catches tampering. ``pin``: the release this device accepts (target,
+    oldest version and build time: ``edgekit.release``); with trusted keys a signature must
+    bind a release.
     """
     path = os.fspath(path)
     with open_regular(path) as handle:
@@ -137,6 +140,8 @@ def read_artifact(path: str | os.PathLike[str],
             data, _ = read_member(archive, infos[MANIFEST], path, MAX_MANIFEST_BYTES)
             spec = Manifest.from_dict(parse_manifest(data, path), origin=path)
             signature = verify_manifest(spec.raw, tuple(trusted or ()))
+            check_release(spec.release, spec.target.name, signature is not None,
+                          bool(trusted), pin or Pin(), path)
             listed = set(spec.files)
             unlisted = sorted(set(infos) - listed - {MANIFEST})
             if unlisted:
@@ -183,7 +188,7 @@ def encode_test_vectors(arrays: dict[str, np.ndarray]) -> bytes:
 def write_artifact(
     path: str | os.PathLike[str], manifest: dict[str, Any], members: dict[str, bytes],
     sign_key: str | os.PathLike[str] | Ed25519PrivateKey | None = None,
-    passphrase: bytes | None = None,
+    passphrase: bytes | None = None, release_version: int | None = None,
 ) -> int:
     """Write an artifact atomically (temp file in the same folder, then rename), with the
     mode the umask gives a new file. Temp files of earlier writers that died are removed.
@@ -213,7 +218,7 @@ def write_artifact(
     if sign_key is not None:
         from edgekit.signing import sign_manifest
 
-        manifest = sign_manifest(manifest, sign_key, passphrase)
+        manifest = sign_manifest(manifest, sign_key, passphrase, release_version)
     Manifest.from_dict(manifest, origin=str(target))  # never write what no device could read
     payload = json.dumps(manifest, indent=2, sort_keys=False).encode()
     remove_stale_beside(target)

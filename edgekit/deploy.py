@@ -24,7 +24,7 @@ from pathlib import Path
 
 from edgekit.artifact import read_artifact, sha256_file
 from edgekit.errors import ArtifactError, UserError, VerificationError
-from edgekit.signing import verify_manifest
+from edgekit.release import pin_from
 from edgekit.trust import discover_trusted_keys
 from edgekit.verify import VerifyReport, verify_artifact
 
@@ -104,8 +104,7 @@ def install(artifact: Path, root: Path, name: str | None = None, service: str | 
 
 def check(release: Path, backend: str | None = None) -> VerifyReport:
     """Hashes and schema, the trusted keys (when the device has any), then the test vectors."""
-    artifact = read_artifact(release)
-    verify_manifest(artifact.manifest, discover_trusted_keys())
+    artifact = read_artifact(release, discover_trusted_keys(), pin_from())
     report = verify_artifact(artifact, backend=backend)
     if not report.passed:
         raise VerificationError(

@@ -28,6 +28,7 @@ from edgekit.stats import SAMPLE_BELOW_S, SAMPLE_STRIDE, Recorder, StatsParts, m
 from edgekit.tuner import ThreadTuner
 
 if TYPE_CHECKING:
+    from edgekit.release import Pin
     from edgekit.trust import KeySpec
 
 _F32 = np.dtype(np.float32)
@@ -393,7 +394,8 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
          max_batch: int = 8, max_wait_ms: float | None = None, queue_size: int = 1024,
          power_aware: bool = True, allow_nonfinite: bool = False,
          run_timeout_s: float | None = None,
-         trusted_keys: Iterable[KeySpec] | KeySpec | None = None) -> Model:
+         trusted_keys: Iterable[KeySpec] | KeySpec | None = None,
+         pin: Pin | None = None) -> Model:
     """Load and verify a ``.edgekit`` artifact (the options: ``edgekit.RuntimeOptions``).
 
     ``backend`` forces a runtime (``onnxruntime``, ``litert``, ``tflite-runtime``); by
@@ -411,13 +413,16 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
     (``edgekit.trust``) they are the keys trusted to sign artifacts. When any key is
     configured, an unsigned artifact or one signed by another key is refused
     (``UntrustedArtifactError``); a signature that does not match is a ``SignatureError``.
+    ``pin``: the releases this device accepts (``edgekit.release.Pin``: target, oldest
+    version, oldest build time), merged over ``$EDGEKIT_PIN_TARGET``/``MIN_RELEASE``/``NOT_BEFORE``.
     """
     options = RuntimeOptions.build(
         threads=threads, tuner=tuner, policy=policy, allow_spinning=allow_spinning,
         power_root=power_root, monitor_interval_s=monitor_interval_s, max_batch=max_batch,
         max_wait_ms=max_wait_ms, queue_size=queue_size, power_aware=power_aware,
         allow_nonfinite=allow_nonfinite, run_timeout_s=run_timeout_s)
+    from edgekit.release import pin_from
     from edgekit.trust import discover_trusted_keys
 
-    return Model(read_artifact(path, discover_trusted_keys(trusted_keys)), backend=backend,
-                 options=options)
+    return Model(read_artifact(path, discover_trusted_keys(trusted_keys), pin_from(pin)),
+                 backend=backend, options=options)

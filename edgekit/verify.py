@@ -32,6 +32,7 @@ from edgekit.signing import Signature
 from edgekit.sqnr import sqnr_db
 
 if TYPE_CHECKING:
+    from edgekit.release import Pin
     from edgekit.trust import KeySpec
 
 FLOAT_RTOL = 1e-4
@@ -151,17 +152,19 @@ def judge(name: str, got: np.ndarray, expected: np.ndarray, step: float, quantiz
 
 
 def verify_artifact(path: str | os.PathLike[str] | Artifact, backend: str | None = None,
-                    threads: int = 1, trusted_keys: Iterable[KeySpec] | KeySpec | None = None
-                    ) -> VerifyReport:
+                    threads: int = 1, trusted_keys: Iterable[KeySpec] | KeySpec | None = None,
+                    pin: Pin | None = None) -> VerifyReport:
     """Run every model format in the artifact whose runtime is installed (or ``backend`` only;
     a ``UserError`` when the artifact holds no model for that backend's format). Trusted keys
-    as for ``edgekit.load``: when any is configured the artifact must be signed by one of them."""
+    and ``pin`` as for ``edgekit.load``: when any key is configured the artifact must be
+    signed by one of them."""
     from edgekit.model import Model
+    from edgekit.release import pin_from
     from edgekit.session import RuntimeOptions
     from edgekit.trust import discover_trusted_keys
 
     artifact = (path if isinstance(path, Artifact)
-                else read_artifact(path, discover_trusted_keys(trusted_keys)))
+                else read_artifact(path, discover_trusted_keys(trusted_keys), pin_from(pin)))
     manifest = artifact.manifest
     spec = artifact.spec
     formats = [m.format for m in spec.models]
