@@ -131,3 +131,38 @@ def test_a_for_loop_of_submits_waits_for_room_by_default(hostile: dict[str, Path
         futures = [model.submit(x) for x in xs]  # 50x the queue: no QueueFullError
         for x, f in zip(xs, futures, strict=True):
             np.testing.assert_allclose(f.result(timeout=30), model.predict(x), rtol=1e-6)
+
+
+def test_an_all_zeros_warm_up_does_not_make_a_batch_mixing_model_look_per_row(
+        hostile: dict[str, Path], tmp_path: Path) -> None:
+    """Issue 36.3: the per-row check ran on the first request; an all-zeros first request
+    made ``x - mean(x over the batch)`` look per-row and later results mixed callers."""
+    xs = inputs(200, seed=5)
+    with edgekit.load(hostile["batch_mix"], threads=1, max_batch=8, max_wait_ms=50,
+                      power_root=str(tmp_path)) as model:
+        warm = np.zeros((1, FEATURES), np.float32)
+        np.testing.assert_allclose(model.submit(warm).result(timeout=30), model.predict(warm))
+        futures = [model.submit(x) for x in xs]
+        for x, f in zip(xs, futures, strict=True):
+            np.testing.assert_allclose(f.result(timeout=30), model.predict(x), rtol=1e-6)
+        info = model.stats()["batcher"]
+        assert info["outputs_per_row"] is False
+        assert "mixes rows" in info["per_row_reason"]
+
+
+def test_a_per_row_model_is_proven_and_rechecked(hostile: dict[str, Path], tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from edgekit import batcher as batcher_module
+
+    monkeypatch.setattr(batcher_module, "RECHECK_BATCHES", 3)
+    xs = inputs(120, seed=6)
+    with edgekit.load(hostile["endless"], threads=1, max_batch=8, max_wait_ms=30,
+                      power_root=str(tmp_path)) as model:  # 2 x after 1 trip: per-row
+        futures = [model.submit(x * 0 + 1) for x in xs]  # small trip counts
+        for f in futures:
+            f.result(timeout=30)
+        info = model.stats()["batcher"]
+        assert info["outputs_per_row"] is True, info["per_row_reason"]
+        assert "random rows" in info["per_row_reason"]
+        if info["batches"] < len(xs):  # some batches were joined: proven again since
+            assert info["per_row_probes"] >= 2
