@@ -39,6 +39,7 @@ import numpy as np
 from edgekit.backends import Backend, backends_for, by_name
 from edgekit.errors import ArtifactError, RuntimeUnavailableError
 from edgekit.manifest import SCHEMA_VERSION, Manifest, ModelEntry
+from edgekit.memory_budget import check_members, check_tensors
 from edgekit.onnx_scan import check_self_contained
 from edgekit.release import Pin, check_release
 from edgekit.signing import PublicKey, Signature, verify_manifest
@@ -84,6 +85,9 @@ class Artifact:
         self.spec = spec
         self.manifest: dict[str, Any] = spec.raw
         self._members = members
+        # model member -> its Loop nodes without a constant trip count (edgekit.onnx_scan):
+        # every run of such a model is bounded in time
+        self.dynamic_loops: dict[str, list[str]] = {}
 
     def read(self, member: str) -> bytes:
         try:
@@ -151,6 +155,7 @@ def read_artifact(path: str | os.PathLike[str],
             if missing:
                 raise ArtifactError(f"{path}: member {missing[0]!r} listed in the manifest "
                                     "is missing")
+            check_members({m: infos[m].file_size for m in listed}, spec.target.profile, path)
             members = {}
             for member, expected in spec.files.items():
                 limit = spec.member_bytes(member) or MAX_MEMBER_BYTES
@@ -161,10 +166,17 @@ def read_artifact(path: str | os.PathLike[str],
                         f"(manifest sha256 {expected[:12]}..., file {got[:12]}...): the "
                         "artifact is corrupt (hashes catch corruption; only a signature "
                         "catches deliberate tampering)")
+    dynamic_loops: dict[str, list[str]] = {}
     for entry in spec.models:
         if entry.format == "onnx":
-            check_self_contained(members[entry.path], f"{path}: {entry.path}")
-    return Artifact(path, spec, members, signature)
+            scan = check_self_contained(members[entry.path], f"{path}: {entry.path}")
+            check_tensors(((name, count * size) for name, count, size in scan.tensors),
+                          spec.target.profile, f"{path}: {entry.path}")
+            if scan.dynamic_loops:
+                dynamic_loops[entry.path] = scan.dynamic_loops
+    artifact = Artifact(path, spec, members, signature)
+    artifact.dynamic_loops = dynamic_loops
+    return artifact
 
 
 def parse_manifest(data: bytes, origin: str) -> Any:

@@ -21,6 +21,7 @@ from edgekit.backends import Backend, BackendOptions, TensorSpec
 from edgekit.batcher import Batcher
 from edgekit.errors import EdgekitError, InputError, ModelClosedError
 from edgekit.manifest import Manifest
+from edgekit.memory_budget import allowance
 from edgekit.policy import TunerOptions
 from edgekit.power import PowerMonitor, Thresholds
 from edgekit.session import RuntimeOptions, Session, check_array, inference_error
@@ -71,6 +72,7 @@ class Model:
         self.outputs = [TensorSpec.from_manifest(e.data) for e in self.spec.outputs]
         self.session = Session(artifact.read(entry.path), entry, backend_class,
                                self.inputs, self.outputs, options.allow_nonfinite)
+        self.session.memory_allowance = allowance(self.spec.target.profile)
         self._checks_finite = not options.allow_nonfinite
         self.policy = options.policy
         self._recorder: Recorder = self.session.recorder  # predict's fast path: one lookup

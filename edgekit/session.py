@@ -8,13 +8,14 @@ Also ``RuntimeOptions``: every option ``edgekit.load`` takes, in one frozen reco
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from time import perf_counter
 from typing import Any, Protocol
 
 import numpy as np
 
 from edgekit.backends import Backend, BackendOptions, TensorSpec
+from edgekit.backends.base import MEMORY_ALLOWANCE
 from edgekit.errors import EdgekitError, InferenceError, InputError, UserError
 from edgekit.finite import all_finite, nonfinite_error
 from edgekit.manifest import ModelEntry
@@ -111,6 +112,8 @@ class Session:
         self._names = {s.name for s in inputs}
         self._backend: Backend | None = None
         self._listeners: list[Callable[[Backend], None]] = []
+        # bytes one declared tensor may take (edgekit/memory_budget.py; None: unchecked)
+        self.memory_allowance: int | None = None
 
     @property
     def runtime(self) -> str:
@@ -124,6 +127,9 @@ class Session:
 
     def make_backend(self, options: BackendOptions) -> Backend:
         """A new backend for this model (threads are fixed per backend by every runtime)."""
+        if self.memory_allowance is not None and MEMORY_ALLOWANCE not in options.extra:
+            options = replace(options, extra={**options.extra,
+                                              MEMORY_ALLOWANCE: self.memory_allowance})
         return self.backend_class(self._model_bytes, self.inputs, self.outputs, options,
                                   entry=self.entry.data)
 

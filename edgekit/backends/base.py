@@ -55,6 +55,12 @@ class TensorSpec:
         return f"{self.name}: {self.dtype}[{dims}]{layout}"
 
 
+# BackendOptions.extra key: bytes one declared tensor may take (the session sets it from the
+# target's RAM, edgekit/memory_budget.py); a backend that can read its tensor table before
+# allocating checks it there
+MEMORY_ALLOWANCE = "memory_allowance"
+
+
 @dataclass
 class BackendOptions:
     """Knobs fixed when a session is created (runtimes cannot change them afterwards)."""

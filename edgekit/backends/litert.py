@@ -17,9 +17,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from edgekit.backends.base import Backend, BackendOptions, TensorSpec
+from edgekit.backends.base import MEMORY_ALLOWANCE, Backend, BackendOptions, TensorSpec
 from edgekit.backends.tflite_io import InputPlan, dequantize, dequantize_table
-from edgekit.errors import ArtifactError, InputError
+from edgekit.errors import ArtifactError, InputError, ResourceLimitError
 from edgekit.native_log import quiet_native_info
 
 NHWC = (0, 2, 3, 1)
@@ -48,9 +48,16 @@ class _TFLiteBackend(Backend):
             # the default op resolver applies the XNNPACK delegate to the ops it supports
             with quiet_native_info():  # the runtime's XNNPACK INFO line, on every load
                 self.interpreter = interpreter_cls(**kwargs)
+                # the tensor table is read before the arena is: a 0.1 MB model declaring
+                # an 8 GiB activation is refused here, not allocated
+                check_declared(self.interpreter.get_tensor_details(),
+                               options.extra.get(MEMORY_ALLOWANCE))
                 self.interpreter.allocate_tensors()
+        except ResourceLimitError:
+            raise
         except Exception as exc:  # the runtime raises ValueError/RuntimeError of its own
-            raise ArtifactError(f"{self.name} could not load the .tflite model: {exc}") from exc
+            raise ArtifactError(f"{self.name} could not load the .tflite model: "
+                                f"{type(exc).__name__}: {str(exc)[:300]}") from exc
         self._lock = threading.Lock()  # one interpreter runs one invoke at a time
         entry = entry or {}
         self._in = self._match(inputs, self.interpreter.get_input_details(),
@@ -194,6 +201,22 @@ class _TFLiteBackend(Backend):
     def close(self) -> None:
         self.interpreter = None
         super().close()
+
+
+def check_declared(details: list[dict[str, Any]], allowance: int | None) -> None:
+    """Every tensor of the model (shape x element size) within ``allowance`` bytes."""
+    if allowance is None:
+        return
+    for detail in details:
+        count = 1
+        for dim in detail.get("shape", ()):
+            count *= max(1, int(dim))
+        size = count * np.dtype(detail.get("dtype", np.float32)).itemsize
+        if size > allowance:
+            raise ResourceLimitError(
+                f".tflite tensor {str(detail.get('name'))[:80]!r} declares "
+                f"{[int(d) for d in detail.get('shape', ())]} = {size} bytes; expected at "
+                f"most {allowance} bytes, half the target's RAM (nothing was allocated)")
 
 
 def _fits(shape: tuple[int, ...], spec_shape: tuple[Any, ...]) -> bool:
