@@ -39,11 +39,12 @@ import numpy as np
 from edgekit.backends import Backend, backends_for, by_name
 from edgekit.errors import ArtifactError, RuntimeUnavailableError
 from edgekit.manifest import SCHEMA_VERSION, Manifest, ModelEntry
-from edgekit.memory_budget import check_members, check_tensors
+from edgekit.memory_budget import allowance, check_members, check_tensors
 from edgekit.onnx_scan import check_self_contained
 from edgekit.release import Pin, check_release
 from edgekit.signing import PublicKey, Signature, verify_manifest
 from edgekit.tempfiles import remove_stale_beside, temp_beside
+from edgekit.vectors import check_vectors, decode_quantized, read_vectors
 from edgekit.zipread import (
     MAX_MANIFEST_BYTES,
     MAX_MEMBER_BYTES,
@@ -102,18 +103,16 @@ class Artifact:
         return sorted(self._members)
 
     def test_vectors(self) -> dict[str, np.ndarray]:
-        """The bundled test vectors as ``{"in/<name>": array, "out/<format>/<name>": array}``."""
+        """The bundled test vectors as ``{"in/<name>": array, "out/<format>/<name>": array}``,
+        read bounded and checked against the manifest (``edgekit/vectors.py``): any flaw is
+        an ``ArtifactError`` naming the array."""
         vectors = self.spec.test_vectors
         member = vectors.path if vectors is not None else TEST_VECTORS
-        with np.load(io.BytesIO(self.read(member)), allow_pickle=False) as npz:
-            arrays = {key: npz[key] for key in npz.files}
-        # Inputs on the model's input quantization grid are stored as integers (4x smaller):
-        # "q/<name>" plus "qparams/<name>" = [scale, zero_point]; decode them to floats here.
-        for key in [k for k in arrays if k.startswith("q/")]:
-            name = key[2:]
-            scale, zero_point = arrays.pop(f"qparams/{name}")
-            values = arrays.pop(key).astype(np.float32) - np.float32(zero_point)
-            arrays[f"in/{name}"] = values * np.float32(scale)
+        origin = f"{self.path}: {member}"
+        arrays = decode_quantized(read_vectors(self.read(member), origin,
+                                               allowance(self.spec.target.profile)), origin)
+        check_vectors(arrays, self.spec.inputs, self.spec.outputs,
+                      [m.format for m in self.spec.models], origin)
         return arrays
 
 

@@ -26,7 +26,7 @@ import numpy as np
 from edgekit.artifact import Artifact, read_artifact
 from edgekit.backends import backends_for, by_name
 from edgekit.cpu import cpu_part
-from edgekit.errors import UserError
+from edgekit.errors import ArtifactError, UserError
 from edgekit.manifest import ONE_STEP, OutputTolerance
 from edgekit.signing import Signature
 from edgekit.sqnr import sqnr_db
@@ -204,13 +204,21 @@ def verify_artifact(path: str | os.PathLike[str] | Artifact, backend: str | None
             name = out_spec["name"]
             # samples on the output's batch axis (a recurrent state keeps them on axis 1)
             axis = int(out_spec.get("batch_axis", 0))
-            expected = np.moveaxis(vectors[f"out/{fmt}/{name}"], axis, 0)[:count]
+            stored = vectors.get(f"out/{fmt}/{name}")
+            if stored is None:
+                raise ArtifactError(f"{artifact.path}: no test vector 'out/{fmt}/{name}' "
+                                    f"(expected the {fmt} model's recorded output)")
+            expected = np.moveaxis(stored, axis, 0)[:count]
             # a model's own output quantization ({scale, zero_point}) wins over the manifest's
             own_q = entry.get("outputs_quantization", {}).get(name)
             spec_q = {"quantization": own_q} if own_q else out_spec
             step = tolerance(spec_q, expected)
             got = np.moveaxis(np.concatenate([g[j] for g in got_all], axis=axis), axis, 0
                               ).astype(np.float64)
+            if got.shape != expected.shape:
+                raise ArtifactError(f"{artifact.path}: test vector 'out/{fmt}/{name}' holds "
+                                    f"{list(expected.shape)} (vectors first); the {fmt} model "
+                                    f"gives {list(got.shape)}: expected the same shape")
             quantized = bool((spec_q.get("quantization") or {}).get("scale"))
             bounds = spec.test_vectors.for_output(name) if spec.test_vectors else ONE_STEP
             if exact:  # the expected outputs were computed on this CPU (emulated)

@@ -2,10 +2,13 @@
 
     python tools/fuzz_artifact.py [--cases 5000] [--seed 0] [--timeout 20] [--bomb-gib 4]
 
-Cases (tools/artifact_cases.py, rotating): byte flips, truncations, zip-structure games
-(duplicate names, bogus sizes, unlisted members, nested and ``..`` paths, encryption and
-other compression, external-data models, a small zip bomb), manifest mutations and member
-changes with every hash recomputed. Each case must load or fail with an ``EdgekitError``;
+Cases (tools/artifact_cases.py, rotating over two bases: a tiny ONNX model, and the digits
+example with a .tflite, ``models[].inputs/outputs/perm``, ``outputs_quantization`` and
+quantized test vectors): byte flips, truncations, zip-structure games (duplicate names,
+bogus sizes, unlisted members, nested and ``..`` paths, encryption and other compression,
+external-data models, a small zip bomb), manifest mutations, member changes and test-vector
+(.npz) corruptions with every hash recomputed. Each case is loaded, inspected, its test
+vectors read and verified on every runtime; it must pass or fail with an ``EdgekitError``;
 anything else is counted as untyped. Cases run in a worker process, so an interpreter
 crash or a hang (no answer within --timeout s) is counted too and the worker restarted.
 
@@ -36,18 +39,25 @@ sys.path.insert(0, str(REPO / "tools"))
 import artifact_cases  # noqa: E402
 
 RSS_BOUND_MB = 50.0
+EXAMPLE = REPO / "examples" / "raspberrypi" / "digits.rpi4.edgekit"  # tflite + onnx, real data
 
 
 def outcome(path: str) -> tuple[str, str]:
-    """('loaded' | 'typed' | 'untyped', detail) for one artifact file."""
+    """('loaded' | 'typed' | 'untyped', detail) for one artifact file: loaded, shown as
+    `edgekit inspect` shows it, its test vectors read, then `edgekit verify` on every
+    runtime of its formats (every field any of them reads, every model run)."""
     import edgekit
     from edgekit.errors import EdgekitError
     from edgekit.inspect import manifest_table
+    from edgekit.verify import verify_artifact
 
     model = None
     try:
         model = edgekit.load(path, threads=1, trusted_keys=[])
         manifest_table(model.manifest)  # what `edgekit inspect` shows
+        if model.spec.test_vectors is not None:
+            model.artifact.test_vectors()
+            verify_artifact(model.artifact)
     except EdgekitError as exc:
         return "typed", type(exc).__name__
     except BaseException as exc:  # noqa: BLE001 - the point: anything else is a finding
@@ -67,7 +77,7 @@ def worker(seed: int, first: int, last: int, folder: str) -> None:
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the life of the worker
     os.chdir(folder)  # external-data cases point at secret.txt here
     Path("secret.txt").write_text("the device's secret\n")
-    base = artifact_cases.base_members()
+    base = [artifact_cases.base_members(), artifact_cases.example_members(str(EXAMPLE))]
     for index in range(first, last):
         print(json.dumps({"start": index}), file=report, flush=True)
         kind, data = artifact_cases.craft(index, seed, base)

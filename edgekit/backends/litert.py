@@ -95,6 +95,10 @@ class _TFLiteBackend(Backend):
             info = by_name.get(spec.name) or ((described or [None] * len(specs))[i] or {})
             shape = tuple(int(d) for d in detail["shape"])
             perm = tuple(info["perm"]) if "perm" in info else _guess_perm(spec.shape, shape)
+            if len(perm) != len(shape):
+                raise ArtifactError(
+                    f"{kind} {spec.name!r}: the manifest's layout perm {list(perm)} does not "
+                    f"fit the .tflite tensor {list(shape)}; expected one axis per dim")
             q = detail.get("quantization_parameters") or {}
             scales, zps = q.get("scales", np.zeros(0)), q.get("zero_points", np.zeros(0))
             quantized = np.dtype(detail["dtype"]) != np.float32 and len(scales) == 1
