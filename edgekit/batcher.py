@@ -150,8 +150,11 @@ class Batcher:
                                    "open model; load it again)")
 
     def close(self, timeout: float | None = None) -> None:
-        """Stop taking requests, run every queued one, then stop the worker. With
-        ``timeout``, requests still queued after that many seconds fail (``ModelClosedError``)."""
+        """Stop taking requests, run every queued one, then stop the worker. Requests still
+        queued after ``timeout`` seconds fail (``ModelClosedError``). With a run bound, a run
+        that times out while closing fails every request still queued (the runtime is
+        stuck: each would wait as long again), so close() returns within the time the
+        queue takes to run plus one ``run_timeout_s``."""
         with self._lock:
             self._closed = True
             self._not_empty.notify_all()
@@ -312,8 +315,15 @@ class Batcher:
         except Exception as exc:  # noqa: BLE001 - reported through the futures
             self.failed_batches += 1
             self._next_start = time.perf_counter()
-            if len(live) == 1:
-                self._fail(live[0], batch_id, exc)
+            if len(live) == 1 or isinstance(exc, RunTimeoutError):
+                # a stuck run fails its whole batch: retrying each request alone could wait
+                # run_timeout_s once more per request behind it
+                for request in live:
+                    self._fail(request, batch_id, exc)
+                if isinstance(exc, RunTimeoutError) and self._closed:
+                    self._fail_pending(ModelClosedError(
+                        f"the model was closed while its runtime was stuck ({exc}); this "
+                        "request did not run"))
             else:  # find the bad request: each runs alone, only it fails
                 self.retried_batches += 1
                 for request in live:

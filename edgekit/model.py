@@ -24,6 +24,7 @@ from edgekit.manifest import Manifest
 from edgekit.memory_budget import allowance
 from edgekit.policy import TunerOptions
 from edgekit.power import PowerMonitor, Thresholds
+from edgekit.run_bounds import default_run_timeout_s
 from edgekit.session import RuntimeOptions, Session, check_array, inference_error
 from edgekit.stats import SAMPLE_BELOW_S, SAMPLE_STRIDE, Recorder, StatsParts, model_stats
 from edgekit.tuner import ThreadTuner
@@ -73,6 +74,11 @@ class Model:
         self.session = Session(artifact.read(entry.path), entry, backend_class,
                                self.inputs, self.outputs, options.allow_nonfinite)
         self.session.memory_allowance = allowance(self.spec.target.profile)
+        # runs bounded in time: the batcher's always, predict's where a Loop may never end
+        self.run_timeout_s = (options.run_timeout_s if options.run_timeout_s is not None
+                              else default_run_timeout_s(self.manifest, options.max_batch))
+        if artifact.dynamic_loops.get(entry.path):
+            self.session.run_bound_s = self.run_timeout_s
         self._checks_finite = not options.allow_nonfinite
         self.policy = options.policy
         self._recorder: Recorder = self.session.recorder  # predict's fast path: one lookup
@@ -287,7 +293,7 @@ class Model:
                         budget_ms=self.spec.target.profile.budgets.latency_ms,
                         max_batch=o.max_batch, max_wait_ms=o.max_wait_ms,
                         queue_size=o.queue_size, monitor=monitor,
-                        run_timeout_s=o.run_timeout_s)
+                        run_timeout_s=self.run_timeout_s)
                 batcher = self._batcher
         return batcher.submit(x, block, timeout)
 

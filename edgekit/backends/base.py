@@ -125,6 +125,11 @@ class Backend(ABC):
         self.native_call = None
         self.run = _closed_run(self.name)  # type: ignore[method-assign]
 
+    def resume(self) -> None:
+        """Accept runs again after ``terminate`` stopped one (onnxruntime's flag stays set
+        until cleared); nothing to do where runs cannot be stopped."""
+        return None
+
     def terminate(self) -> bool:
         """Ask a run in progress on another thread to stop (a run timeout); True when the
         runtime can (onnxruntime), False when the run is left to finish (LiteRT)."""
