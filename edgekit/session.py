@@ -8,6 +8,7 @@ Also ``RuntimeOptions``: every option ``edgekit.load`` takes, in one frozen reco
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from time import perf_counter
@@ -25,6 +26,9 @@ from edgekit.run_bounds import bound_runs
 from edgekit.stats import Recorder
 
 _FLOAT_KINDS = ("f",)
+# threads a runtime is ever given: far above any board's cores; LiteRT given 100,000
+# crashed the process (SIGSEGV) and a 21-digit count made its binding print the model
+MAX_THREADS = 256
 
 
 @dataclass(frozen=True)
@@ -56,10 +60,10 @@ class RuntimeOptions:
     def build(cls, threads: int | str = 0, tuner: TunerOptions | dict[str, Any] | None = None,
               policy: str = "balanced", **fields: Any) -> RuntimeOptions:
         """Checked options: a bad policy, thread count or tuner key is a ``UserError``."""
-        if threads != "auto" and (isinstance(threads, str) or isinstance(threads, bool)
-                                  or int(threads) < 0):
-            raise UserError(f"threads must be 'auto' or a count >= 0 (0 = runtime "
-                            f"default); got {threads!r}")
+        if threads != "auto" and (isinstance(threads, str | bool) or not isinstance(
+                threads, numbers.Integral) or not 0 <= threads <= MAX_THREADS):
+            raise UserError(f"threads must be 'auto' or a count in [0, {MAX_THREADS}] (0 = "
+                            f"runtime default); got {str(threads)[:40]!r}")
         timeout = fields.get("run_timeout_s")
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(
                 timeout, int | float) or not (math.isfinite(timeout) and timeout > 0)):
