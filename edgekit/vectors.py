@@ -14,6 +14,7 @@ arrays holding at least as many.
 from __future__ import annotations
 
 import io
+import math
 import zipfile
 from collections.abc import Sequence
 
@@ -23,6 +24,8 @@ from edgekit.errors import ArtifactError, EdgekitError
 from edgekit.manifest import TensorEntry
 from edgekit.zipread import check_size, read_member, zip_errors
 
+HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0,
+                  (2, 0): np.lib.format.read_array_header_2_0}
 MAX_ARRAYS = 1024  # inputs + outputs x formats + quantized-input parameters
 SUFFIX = ".npy"
 
@@ -50,12 +53,35 @@ def read_vectors(data: bytes, origin: str, allowance: int) -> dict[str, np.ndarr
                                     f"<name>{SUFFIX} arrays")
             raw, _ = read_member(archive, info, origin, allowance)
             try:
-                arrays[name] = np.lib.format.read_array(io.BytesIO(raw), allow_pickle=False)
+                arrays[name] = _read_npy(raw, name, origin)
+            except ArtifactError:
+                raise
             except (ValueError, OSError, EOFError, TypeError, OverflowError,
-                    MemoryError) as exc:
+                    MemoryError, SyntaxError) as exc:
                 raise ArtifactError(f"{origin}: array {name[:80]!r} is not a plain .npy array "
                                     f"({type(exc).__name__}: {str(exc)[:160]})") from exc
     return arrays
+
+
+def _read_npy(raw: bytes, name: str, origin: str) -> np.ndarray:
+    """One ``.npy`` whose header's shape must match the bytes it holds: numpy would first
+    allocate what the header claims (a 60-byte member claiming 4 TiB)."""
+    stream = io.BytesIO(raw)
+    version = np.lib.format.read_magic(stream)
+    if version not in HEADER_READERS:
+        raise ArtifactError(f"{origin}: array {name[:80]!r}: .npy format version {version}; "
+                            f"expected one of {sorted(HEADER_READERS)}")
+    shape, _, dtype = HEADER_READERS[version](stream)
+    if dtype.hasobject:
+        raise ArtifactError(f"{origin}: array {name[:80]!r} holds Python objects; expected "
+                            "plain numbers (pickles are refused)")
+    claimed = math.prod(shape) * dtype.itemsize
+    held = len(raw) - stream.tell()
+    if claimed != held:
+        raise ArtifactError(f"{origin}: array {name[:80]!r} declares {list(shape)} "
+                            f"{dtype} = {claimed} bytes, holds {held}")
+    stream.seek(0)
+    return np.lib.format.read_array(stream, allow_pickle=False)
 
 
 def decode_quantized(arrays: dict[str, np.ndarray], origin: str) -> dict[str, np.ndarray]:

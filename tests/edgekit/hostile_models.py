@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from resource_bombs import huge_activation_tflite  # tools/resource_bombs.py
 
 from edgekit.artifact import write_artifact
 
@@ -66,39 +67,6 @@ def hostile_artifact(path: Path, kind: str) -> Path:
         outputs=[{"name": "y", "shape": shape, "dtype": "float32"}], model_bytes=len(model))
     write_artifact(path, manifest, {"model.onnx": model})
     return path
-
-
-def huge_activation_tflite(activation: tuple[int, ...] = (1 << 22, 8, 8, 32)) -> bytes:
-    """A ~1 kB float .tflite y = (x + x) + (x + x) whose middle tensor declares
-    ``activation`` (int8 [2^22, 8, 8, 32]: 8 GiB): LiteRT accepts it and allocates it."""
-    import flatbuffers
-    from ai_edge_litert import schema_py_generated as S  # noqa: N812 - the schema's own name
-
-    def tensor(name: str, shape: tuple[int, ...], kind: int) -> object:
-        t = S.TensorT()
-        t.name, t.shape, t.type, t.buffer = name.encode(), list(shape), kind, 0
-        return t
-
-    graph = S.SubGraphT()
-    graph.tensors = [tensor("x", (1, FEATURES), S.TensorType.FLOAT32),
-                     tensor("mid", activation, S.TensorType.INT8),
-                     tensor("y", (1, FEATURES), S.TensorType.FLOAT32)]
-    graph.inputs, graph.outputs = [0], [2]
-    ops = []
-    for inputs, output in (([0, 0], 1), ([1, 1], 2)):
-        op = S.OperatorT()
-        op.opcodeIndex, op.inputs, op.outputs = 0, inputs, [output]
-        ops.append(op)
-    graph.operators = ops
-    code = S.OperatorCodeT()
-    code.builtinCode = code.deprecatedBuiltinCode = S.BuiltinOperator.ADD
-    code.version = 1
-    model = S.ModelT()
-    model.version, model.operatorCodes, model.subgraphs = 3, [code], [graph]
-    model.buffers = [S.BufferT()]
-    builder = flatbuffers.Builder(1024)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
 
 
 def huge_activation_artifact(path: Path) -> Path:
