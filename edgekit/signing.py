@@ -286,8 +286,10 @@ def sign_manifest(manifest: Mapping[str, Any],
                   passphrase: bytes | None = None,
                   release_version: int | None = None) -> dict[str, Any]:
     """A copy of ``manifest`` with its ``release`` section (``edgekit.release``: target,
-    ``release_version`` (default: the one it had, else 1), signing time) and its
-    ``signature`` field set (an old one is replaced)."""
+    ``release_version`` (default: the one it had, else 1), signing time; only for a
+    manifest naming its target, as every artifact's does) and its ``signature`` field set
+    (an old one is replaced). A device with trusted keys refuses an artifact signed
+    without the release section."""
     from edgekit.release import RELEASE_FIELD, release_section
 
     c = crypto()
@@ -300,10 +302,8 @@ def sign_manifest(manifest: Mapping[str, Any],
         release_version = old.get("version", 1) if isinstance(old, Mapping) else 1
     target = manifest.get("target")
     name = target.get("name") if isinstance(target, Mapping) else None
-    if not isinstance(name, str) or not name:
-        raise SignatureError(f"manifest to sign: expected target.name (the board a signature "
-                             f"binds), got {str(name)[:40]!r}")
-    manifest = {**manifest, RELEASE_FIELD: release_section(name, release_version)}
+    if isinstance(name, str) and name:  # an artifact's manifest: bind its release
+        manifest = {**manifest, RELEASE_FIELD: release_section(name, release_version)}
     value = key.sign(signed_message(manifest))
     signed = {k: v for k, v in manifest.items() if k != SIGNATURE_FIELD}
     signed[SIGNATURE_FIELD] = {"algorithm": ALGORITHM, "key_id": key_id(raw),

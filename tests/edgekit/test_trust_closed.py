@@ -138,3 +138,17 @@ def test_a_signature_without_release_fails_closed_under_trusted_keys(
     read_artifact(path)  # without trusted keys: loads as before
     with pytest.raises(UntrustedArtifactError, match="without a release section"):
         read_artifact(path, discover_trusted_keys([public], environ={}, config_dirs=[]))
+
+
+def test_sign_command_binds_the_release_number(tmp_path: Path, keys: tuple[Path, Path],
+                                               unsigned: Path) -> None:
+    private, public = keys
+    proc = subprocess.run([sys.executable, "-m", "edgekit.cli", "sign", str(unsigned), "--key",
+                           str(private), "--release-version", "5"], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0 and "release 5 for rpi4" in proc.stdout, proc.stderr
+    for minimum, code in (("5", 0), ("6", 2)):
+        proc = subprocess.run([sys.executable, "-m", "edgekit.cli", "verify", str(unsigned),
+                               "--trusted-key", str(public), "--min-release", minimum,
+                               "--backend", "onnxruntime"], capture_output=True, text=True)
+        assert proc.returncode == code, proc.stdout + proc.stderr
