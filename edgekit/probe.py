@@ -27,8 +27,7 @@ def probe_feeds(inputs: list[TensorSpec], vectors: dict[str, np.ndarray]
     for spec in inputs:
         dtype = np.float32 if spec.dtype.startswith("float") else np.dtype(spec.dtype)
         if f"in/{spec.name}" in vectors:  # one row, on the input's own batch axis
-            row = np.take(vectors[f"in/{spec.name}"], [0], axis=int(spec.extra.get(
-                "batch_axis", 0)))
+            row = np.take(vectors[f"in/{spec.name}"], [0], axis=spec.batch_axis)
             feeds[spec.name] = np.ascontiguousarray(row, dtype)
         else:
             shape = [d if isinstance(d, int) and d > 0 else 1 for d in spec.shape]

@@ -192,7 +192,7 @@ def verify_artifact(path: str | os.PathLike[str] | Artifact, backend: str | None
         model = Model(artifact, backend=cls.name, options=RuntimeOptions(threads=threads))
         report = FormatReport(fmt, cls.name, cls.version())
         # an input may keep its samples off axis 0 (--batch-axis: a recurrent state)
-        axes = {i["name"]: int(i.get("batch_axis", 0)) for i in manifest["inputs"]}
+        axes = {i["name"]: int(i.get("batch_axis") or 0) for i in manifest["inputs"]}
         first = next(iter(inputs))
         count = inputs[first].shape[axes.get(first, 0)]
         got_all: list[list[np.ndarray]] = []
@@ -203,14 +203,14 @@ def verify_artifact(path: str | os.PathLike[str] | Artifact, backend: str | None
         for j, out_spec in enumerate(manifest["outputs"]):
             name = out_spec["name"]
             # samples on the output's batch axis (a recurrent state keeps them on axis 1)
-            axis = int(out_spec.get("batch_axis", 0))
+            axis = int(out_spec.get("batch_axis") or 0)
             stored = vectors.get(f"out/{fmt}/{name}")
             if stored is None:
                 raise ArtifactError(f"{artifact.path}: no test vector 'out/{fmt}/{name}' "
                                     f"(expected the {fmt} model's recorded output)")
             expected = np.moveaxis(stored, axis, 0)[:count]
             # a model's own output quantization ({scale, zero_point}) wins over the manifest's
-            own_q = entry.get("outputs_quantization", {}).get(name)
+            own_q = (entry.get("outputs_quantization") or {}).get(name)
             spec_q = {"quantization": own_q} if own_q else out_spec
             step = tolerance(spec_q, expected)
             got = np.moveaxis(np.concatenate([g[j] for g in got_all], axis=axis), axis, 0

@@ -29,8 +29,8 @@ class TensorSpec:
         return cls(
             name=entry["name"],
             shape=tuple(entry["shape"]),
-            dtype=entry.get("dtype", "float32"),
-            layout=entry.get("layout", ""),
+            dtype=entry.get("dtype") or "float32",  # null: absent, as parsed
+            layout=entry.get("layout") or "",
             quantization=dict(entry.get("quantization") or {}),
             extra={k: v for k, v in entry.items() if k not in known},
         )
@@ -39,7 +39,7 @@ class TensorSpec:
     def batch_axis(self) -> int:
         """The axis holding samples: 0, or the build's ``--batch-axis`` (a recurrent state
         ``[layers, N, hidden]`` keeps them on 1)."""
-        return int(self.extra.get("batch_axis", 0))
+        return int(self.extra.get("batch_axis") or 0)
 
     @property
     def fixed_batch(self) -> int | None:

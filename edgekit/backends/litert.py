@@ -53,17 +53,18 @@ class _TFLiteBackend(Backend):
                 check_declared(self.interpreter.get_tensor_details(),
                                options.extra.get(MEMORY_ALLOWANCE))
                 self.interpreter.allocate_tensors()
+            entry = entry or {}
+            # a corrupt model can still fail here (a tensor name that is not UTF-8)
+            in_details = self.interpreter.get_input_details()
+            out_details = self.interpreter.get_output_details()
         except ResourceLimitError:
             raise
         except Exception as exc:  # the runtime raises ValueError/RuntimeError of its own
             raise ArtifactError(f"{self.name} could not load the .tflite model: "
                                 f"{type(exc).__name__}: {str(exc)[:300]}") from exc
         self._lock = threading.Lock()  # one interpreter runs one invoke at a time
-        entry = entry or {}
-        self._in = self._match(inputs, self.interpreter.get_input_details(),
-                               entry.get("inputs"), "input")
-        self._out = self._match(outputs, self.interpreter.get_output_details(),
-                                entry.get("outputs"), "output")
+        self._in = self._match(inputs, in_details, entry.get("inputs"), "input")
+        self._out = self._match(outputs, out_details, entry.get("outputs"), "output")
         # inputs whose model layout is NHWC of the manifest's NCHW: they take NHWC arrays too
         self.nhwc_inputs = frozenset(spec.name for spec, plan in zip(inputs, self._in,
                                                                       strict=True)
@@ -94,7 +95,9 @@ class _TFLiteBackend(Backend):
         for i, (spec, detail) in enumerate(zip(specs, details, strict=True)):
             info = by_name.get(spec.name) or ((described or [None] * len(specs))[i] or {})
             shape = tuple(int(d) for d in detail["shape"])
-            perm = tuple(info["perm"]) if "perm" in info else _guess_perm(spec.shape, shape)
+            # a null perm counts as absent, as the manifest's parser reads it
+            perm = (tuple(info["perm"]) if info.get("perm") is not None
+                    else _guess_perm(spec.shape, shape))
             if len(perm) != len(shape):
                 raise ArtifactError(
                     f"{kind} {spec.name!r}: the manifest's layout perm {list(perm)} does not "

@@ -140,3 +140,33 @@ def test_crafted_artifacts_load_verify_or_fail_typed(
                 verify_artifact(model.artifact)
     except EdgekitError:
         pass  # typed: fine; anything else fails the test with its traceback
+
+
+def test_null_fields_read_as_absent_everywhere(tmp_path: Path,
+                                               digits: tuple[dict, cases.Members]) -> None:
+    """The parser reads null as absent; so must every backend (fuzz case 9009: a null perm
+    was a TypeError in the LiteRT backend)."""
+    manifest = copy.deepcopy(digits[0])
+    tflite = next(m for m in manifest["models"] if m["format"] == "tflite")
+    tflite["inputs"][0]["perm"] = None
+    tflite["outputs_quantization"] = None
+    manifest["inputs"][0].update(dtype=None, layout=None, batch_axis=None)
+    artifact = write(tmp_path, manifest, digits[1])
+    for backend in ("litert", "onnxruntime"):
+        with edgekit.load(artifact, backend=backend, threads=1, trusted_keys=[]) as model:
+            assert verify_artifact(model.artifact, backend=backend).passed
+
+
+def test_a_tflite_with_a_non_utf8_tensor_name_is_typed(tmp_path: Path,
+                                                        digits: tuple[dict, cases.Members]
+                                                        ) -> None:
+    """Fuzz case 5578: a re-hashed flipped byte in a tensor name made LiteRT's
+    get_output_details raise UnicodeDecodeError."""
+    members = dict(digits[1])
+    name = b"logits_QuantizeLinear_Input"
+    assert name in members["model.tflite"]
+    broken = members["model.tflite"].replace(name, b"\xec" + name[1:])
+    changed = [(n, broken if n == "model.tflite" else d) for n, d in digits[1]]
+    with pytest.raises(ArtifactError, match="could not load the .tflite"):
+        edgekit.load(write(tmp_path, digits[0], changed), backend="litert", threads=1,
+                     trusted_keys=[])
