@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +138,7 @@ def load_dataset(source: Any, inputs: list[dict[str, Any]], preprocess: dict[str
             raise CalibrationError(f"{source}: a .npy holds one array; the model has {len(inputs)} inputs: use .npz")
         try:
             array = np.load(source, allow_pickle=False)
-        except (OSError, ValueError) as exc:
+        except NUMPY_READ_ERRORS as exc:
             raise CalibrationError(f"{source}: not a readable .npy file: {exc}") from exc
         return _checked(Dataset({inputs[0]["name"]: array}, None, source), inputs), None
     if source.endswith(".npz"):
@@ -178,11 +180,17 @@ def _named(arrays: dict[str, Any], labels: Any, source: str,
     return Dataset(chosen, labels, source)
 
 
+# what np.load raises on an empty, truncated or corrupt .npy/.npz (an empty file: EOFError;
+# a broken zip: BadZipFile, zlib.error; a lying header: ValueError, MemoryError)
+NUMPY_READ_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, KeyError,
+                     MemoryError, OverflowError, TypeError)
+
+
 def _npz(source: str, inputs: list[dict[str, Any]]) -> Dataset:
     try:
         with np.load(source, allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
-    except (OSError, ValueError) as exc:
+    except NUMPY_READ_ERRORS as exc:
         raise CalibrationError(f"{source}: not a readable .npz file: {exc}") from exc
     labels = next((arrays.pop(k) for k in LABEL_KEYS if k in arrays), None)
     return _checked(_named(arrays, labels, source, inputs), inputs)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from edgekit.model import Model
     from edgekit.policy import TunerOptions
+    from edgekit.release import Pin
     from edgekit.trust import KeySpec
 
 __version__ = "0.3.0"  # setup.py reads it: bump with each release (round 3)
@@ -50,7 +51,8 @@ def load(path: str | PathLike[str], backend: str | None = None, threads: int | s
          power_aware: bool = True, allow_nonfinite: bool = False,
          run_timeout_s: float | None = None, drift_threshold: float = 0.01,
          power_sensor: str = "auto", exact_int8: bool = True,
-         trusted_keys: Iterable[KeySpec] | KeySpec | None = None) -> Model:
+         trusted_keys: Iterable[KeySpec] | KeySpec | None = None,
+         pin: Pin | None = None) -> Model:
     """Load a ``.edgekit`` artifact and return a ready :class:`edgekit.model.Model`.
 
     ``backend`` forces a runtime (``onnxruntime``, ``litert``, ``tflite-runtime``); by
@@ -70,6 +72,8 @@ def load(path: str | PathLike[str], backend: str | None = None, threads: int | s
     (``edgekit.trust``) they are the keys trusted to sign artifacts. When any key is
     configured, an unsigned artifact or one signed by another key is refused
     (``UntrustedArtifactError``); a signature that does not match is a ``SignatureError``.
+    ``pin``: the releases this device accepts (``edgekit.release.Pin``: target, oldest
+    release version and build time; also from ``$EDGEKIT_PIN_TARGET``/``_MIN_RELEASE``/``_NOT_BEFORE``).
     The options are ``edgekit.session.RuntimeOptions``; this module stays light, so the
     runtime is imported on the first call.
     """
@@ -80,7 +84,8 @@ def load(path: str | PathLike[str], backend: str | None = None, threads: int | s
                  max_batch=max_batch, max_wait_ms=max_wait_ms, queue_size=queue_size,
                  power_aware=power_aware, allow_nonfinite=allow_nonfinite,
                  run_timeout_s=run_timeout_s, drift_threshold=drift_threshold,
-                 power_sensor=power_sensor, exact_int8=exact_int8, trusted_keys=trusted_keys)
+                 power_sensor=power_sensor, exact_int8=exact_int8, trusted_keys=trusted_keys,
+                 pin=pin)
 
 
 def __getattr__(name: str):  # noqa: ANN202

@@ -39,9 +39,12 @@ import numpy as np
 from edgekit.backends import Backend, backends_for, by_name
 from edgekit.errors import ArtifactError, RuntimeUnavailableError
 from edgekit.manifest import SCHEMA_VERSION, Manifest, ModelEntry
+from edgekit.memory_budget import allowance, check_members, check_tensors
 from edgekit.onnx_scan import check_self_contained
+from edgekit.release import Pin, check_release
 from edgekit.signing import PublicKey, Signature, verify_manifest
 from edgekit.tempfiles import remove_stale_beside, temp_beside
+from edgekit.vectors import check_vectors, decode_quantized, read_vectors
 from edgekit.zipread import (
     MAX_MANIFEST_BYTES,
     MAX_MEMBER_BYTES,
@@ -83,6 +86,9 @@ class Artifact:
         self.spec = spec
         self.manifest: dict[str, Any] = spec.raw
         self._members = members
+        # model member -> its Loop nodes without a constant trip count (edgekit.onnx_scan):
+        # every run of such a model is bounded in time
+        self.dynamic_loops: dict[str, list[str]] = {}
 
     def read(self, member: str) -> bytes:
         try:
@@ -97,23 +103,21 @@ class Artifact:
         return sorted(self._members)
 
     def test_vectors(self) -> dict[str, np.ndarray]:
-        """The bundled test vectors as ``{"in/<name>": array, "out/<format>/<name>": array}``."""
+        """The bundled test vectors as ``{"in/<name>": array, "out/<format>/<name>": array}``,
+        read bounded and checked against the manifest (``edgekit/vectors.py``): any flaw is
+        an ``ArtifactError`` naming the array."""
         vectors = self.spec.test_vectors
         member = vectors.path if vectors is not None else TEST_VECTORS
-        with np.load(io.BytesIO(self.read(member)), allow_pickle=False) as npz:
-            arrays = {key: npz[key] for key in npz.files}
-        # Inputs on the model's input quantization grid are stored as integers (4x smaller):
-        # "q/<name>" plus "qparams/<name>" = [scale, zero_point]; decode them to floats here.
-        for key in [k for k in arrays if k.startswith("q/")]:
-            name = key[2:]
-            scale, zero_point = arrays.pop(f"qparams/{name}")
-            values = arrays.pop(key).astype(np.float32) - np.float32(zero_point)
-            arrays[f"in/{name}"] = values * np.float32(scale)
+        origin = f"{self.path}: {member}"
+        arrays = decode_quantized(read_vectors(self.read(member), origin,
+                                               allowance(self.spec.target.profile)), origin)
+        check_vectors(arrays, self.spec.inputs, self.spec.outputs,
+                      [m.format for m in self.spec.models], origin)
         return arrays
 
 
 def read_artifact(path: str | os.PathLike[str],
-                  trusted: Sequence[PublicKey] | None = None) -> Artifact:
+                  trusted: Sequence[PublicKey] | None = None, pin: Pin | None = None) -> Artifact:
     """Open and verify an artifact, bounded at every step (``edgekit.zipread``): the zip's
     directory (unique plain names, sizes within ceilings), then the manifest (typed, every
     field checked; its signature, see below), then only the members it lists, each within
@@ -123,7 +127,9 @@ def read_artifact(path: str | os.PathLike[str],
     ``trusted``: public keys (``edgekit.trust.discover_trusted_keys``); when non-empty the
     manifest must be signed by one of them. Without keys a signature that is present is
     still checked when ``cryptography`` is installed. Hashes catch corruption only; the
-    signature is what catches tampering.
+    signature is what catches tampering. ``pin``: the release this device accepts (target,
+    oldest version and build time: ``edgekit.release``); with trusted keys a signature must
+    bind a release.
     """
     path = os.fspath(path)
     with open_regular(path) as handle:
@@ -137,6 +143,8 @@ def read_artifact(path: str | os.PathLike[str],
             data, _ = read_member(archive, infos[MANIFEST], path, MAX_MANIFEST_BYTES)
             spec = Manifest.from_dict(parse_manifest(data, path), origin=path)
             signature = verify_manifest(spec.raw, tuple(trusted or ()))
+            check_release(spec.release, spec.target.name, signature is not None,
+                          bool(trusted), pin or Pin(), path)
             listed = set(spec.files)
             unlisted = sorted(set(infos) - listed - {MANIFEST})
             if unlisted:
@@ -146,6 +154,7 @@ def read_artifact(path: str | os.PathLike[str],
             if missing:
                 raise ArtifactError(f"{path}: member {missing[0]!r} listed in the manifest "
                                     "is missing")
+            check_members({m: infos[m].file_size for m in listed}, spec.target.profile, path)
             members = {}
             for member, expected in spec.files.items():
                 limit = spec.member_bytes(member) or MAX_MEMBER_BYTES
@@ -156,10 +165,17 @@ def read_artifact(path: str | os.PathLike[str],
                         f"(manifest sha256 {expected[:12]}..., file {got[:12]}...): the "
                         "artifact is corrupt (hashes catch corruption; only a signature "
                         "catches deliberate tampering)")
+    dynamic_loops: dict[str, list[str]] = {}
     for entry in spec.models:
         if entry.format == "onnx":
-            check_self_contained(members[entry.path], f"{path}: {entry.path}")
-    return Artifact(path, spec, members, signature)
+            scan = check_self_contained(members[entry.path], f"{path}: {entry.path}")
+            check_tensors(((name, count * size) for name, count, size in scan.tensors),
+                          spec.target.profile, f"{path}: {entry.path}")
+            if scan.dynamic_loops:
+                dynamic_loops[entry.path] = scan.dynamic_loops
+    artifact = Artifact(path, spec, members, signature)
+    artifact.dynamic_loops = dynamic_loops
+    return artifact
 
 
 def parse_manifest(data: bytes, origin: str) -> Any:
@@ -183,7 +199,7 @@ def encode_test_vectors(arrays: dict[str, np.ndarray]) -> bytes:
 def write_artifact(
     path: str | os.PathLike[str], manifest: dict[str, Any], members: dict[str, bytes],
     sign_key: str | os.PathLike[str] | Ed25519PrivateKey | None = None,
-    passphrase: bytes | None = None,
+    passphrase: bytes | None = None, release_version: int | None = None,
 ) -> int:
     """Write an artifact atomically (temp file in the same folder, then rename), with the
     mode the umask gives a new file. Temp files of earlier writers that died are removed.
@@ -213,7 +229,7 @@ def write_artifact(
     if sign_key is not None:
         from edgekit.signing import sign_manifest
 
-        manifest = sign_manifest(manifest, sign_key, passphrase)
+        manifest = sign_manifest(manifest, sign_key, passphrase, release_version)
     Manifest.from_dict(manifest, origin=str(target))  # never write what no device could read
     payload = json.dumps(manifest, indent=2, sort_keys=False).encode()
     remove_stale_beside(target)

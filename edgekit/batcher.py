@@ -6,8 +6,9 @@ How long it waits, how big batches get and how much idle time it leaves between 
 follow the power state and the tuning policy (the table is in ``edgekit/batch_policy.py``);
 threads follow the power state through the tuner.
 
-Never mixed, never lost: requests are joined only when every output is per-row
-(``edgekit/per_row.py``, learned at the first request), and a result's row count is checked
+Never mixed, never lost: requests are joined only when every output is proven per-row
+(``edgekit/per_row.py``: the batcher's own probe on random rows, before the first batch and
+again at intervals; unproven: one request per run), and a result's row count is checked
 before it is split. A failing batch is retried request by request, so only a bad request
 fails. Everything the worker does is guarded: should it ever stop, every pending future
 fails with ``BatcherDeadError`` and ``submit`` raises it. ``close()`` sets a flag (it never
@@ -48,6 +49,10 @@ from edgekit.session import SessionLike
 from edgekit.stats import percentiles_ms
 from edgekit.timed_run import TimedRunner
 
+RECHECK_BATCHES = 1000  # joined batches between per-row proofs (4 runs each: < 0.5%)
+RECHECK_S = 60.0  # ... or this long, whichever comes first
+MAX_INCONCLUSIVE = 3  # probes that timed out before the batcher stops trying
+
 
 class Batcher:
     """One worker thread forming batches for a session; thread-safe ``submit``.
@@ -74,8 +79,13 @@ class Batcher:
         self.budget_s = float(budget_ms) / 1000.0
         fixed = session.inputs[0].fixed_batch if session.inputs else None
         self._one_per_batch = fixed is not None and fixed > 1  # cannot concatenate requests
-        # None until learned: the manifest's shapes, else a probe at the first request
+        # None until proven: the manifest's shapes, else the batcher's own probe (per_row.py)
+        # before the first batch and again every RECHECK_BATCHES joined batches or RECHECK_S
         self.outputs_per_row: bool | None = per_row_from_shapes(session.inputs, session.outputs)
+        self.per_row_reason = ("the manifest's output shapes do not follow the batch"
+                               if self.outputs_per_row is False else "not proven yet")
+        self._probes = 0
+        self._proven_at = (0, time.perf_counter())  # (joined batches, time) of the last proof
         self.run_timeout_s = run_timeout_s
         self._runner = TimedRunner() if run_timeout_s is not None else None
         self._pending: collections.deque[Request] = collections.deque()
@@ -101,6 +111,7 @@ class Batcher:
         self.failed = 0
         self.retried_batches = 0
         self.timeouts = 0
+        self.joined_batches = 0  # batches of more than one request
         self._thread = threading.Thread(target=self._run, name="edgekit-batcher", daemon=True)
         self._thread.start()
         _LIVE.add(self)
@@ -139,8 +150,11 @@ class Batcher:
                                    "open model; load it again)")
 
     def close(self, timeout: float | None = None) -> None:
-        """Stop taking requests, run every queued one, then stop the worker. With
-        ``timeout``, requests still queued after that many seconds fail (``ModelClosedError``)."""
+        """Stop taking requests, run every queued one, then stop the worker. Requests still
+        queued after ``timeout`` seconds fail (``ModelClosedError``). With a run bound, a run
+        that times out while closing fails every request still queued (the runtime is
+        stuck: each would wait as long again), so close() returns within the time the
+        queue takes to run plus one ``run_timeout_s``."""
         with self._lock:
             self._closed = True
             self._not_empty.notify_all()
@@ -218,9 +232,10 @@ class Batcher:
             if first is None:
                 return
             self._inflight = [first]
-            if self.outputs_per_row is None and not self._one_per_batch:
+            if not self._one_per_batch and (self.outputs_per_row is None or (
+                    self.outputs_per_row and self._recheck_due())):
                 with self.session.recorder.uncounted():  # a probe, not requests: no samples
-                    self.outputs_per_row = probe_per_row(self._call, first.feeds)
+                    self._prove_per_row(first.feeds)
             policy = self.current_policy()
             joinable = self.outputs_per_row and not self._one_per_batch
             limit = self._limit(policy) if joinable else first.rows
@@ -249,6 +264,21 @@ class Batcher:
                 rows += item.rows
             self._execute(items, rows, policy)
             self._inflight = []
+
+    def _recheck_due(self) -> bool:
+        batches, when = self._proven_at
+        return (self.joined_batches - batches >= RECHECK_BATCHES
+                or time.perf_counter() - when >= RECHECK_S)
+
+    def _prove_per_row(self, template: dict[str, np.ndarray]) -> None:
+        """Run the per-row probe on fresh random rows; an unproven model runs unbatched
+        (``per_row_reason`` says why, in ``stats()``)."""
+        self._probes += 1
+        verdict, why = probe_per_row(self._call, template, self._axes, seed=self._probes)
+        if verdict is None and self._probes >= MAX_INCONCLUSIVE:
+            verdict, why = False, f"{why} {self._probes} times: batching given up"
+        self.outputs_per_row, self.per_row_reason = verdict, why
+        self._proven_at = (self.joined_batches, time.perf_counter())
 
     def _call(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         if self._runner is None or self.run_timeout_s is None:
@@ -282,11 +312,19 @@ class Batcher:
                                                            axis=self._axes.get(name, 0))
                                       for name in live[0].feeds})
                 check_rows(outputs, rows, self.session.runtime, self._out_axes)
+                self.joined_batches += 1
         except Exception as exc:  # noqa: BLE001 - reported through the futures
             self.failed_batches += 1
             self._next_start = time.perf_counter()
-            if len(live) == 1:
-                self._fail(live[0], batch_id, exc)
+            if len(live) == 1 or isinstance(exc, RunTimeoutError):
+                # a stuck run fails its whole batch: retrying each request alone could wait
+                # run_timeout_s once more per request behind it
+                for request in live:
+                    self._fail(request, batch_id, exc)
+                if isinstance(exc, RunTimeoutError) and self._closed:
+                    self._fail_pending(ModelClosedError(
+                        f"the model was closed while its runtime was stuck ({exc}); this "
+                        "request did not run"))
             else:  # find the bad request: each runs alone, only it fails
                 self.retried_batches += 1
                 for request in live:
@@ -353,6 +391,7 @@ class Batcher:
             "failed_batches": self.failed_batches, "completed": self.completed,
             "failed": self.failed, "retried_batches": self.retried_batches,
             "timeouts": self.timeouts, "outputs_per_row": self.outputs_per_row,
+            "per_row_reason": self.per_row_reason, "per_row_probes": self._probes,
             "alive": self._thread.is_alive() and self._dead is None,
             "policy_changes": len(self.policy_changes),
             "request_latency_ms": percentiles_ms(list(self._request_seconds)),

@@ -18,16 +18,23 @@ X86 = {"x86_64", "amd64", "i386", "i686"}
 VNNI_FLAGS = {"avx512_vnni", "avx_vnni", "amx_int8"}
 
 
+CPUINFO_BYTES = 4 << 20  # ~1.5 kB per core on x86; a bounded read like every system file
+
+
+@functools.cache
+def cpuinfo_lines() -> tuple[str, ...]:
+    """/proc/cpuinfo's lines, read bounded (``edgekit.sysfs``); empty where unreadable."""
+    from edgekit.sysfs import read_text_within
+
+    return tuple((read_text_within("/proc/cpuinfo", CPUINFO_BYTES) or "").splitlines())
+
+
 @functools.cache
 def cpu_flags() -> frozenset[str]:
     """The ``flags`` of /proc/cpuinfo (empty where there is none)."""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.partition(":")[2].split())
-    except OSError:
-        pass
+    for line in cpuinfo_lines():
+        if line.startswith("flags"):
+            return frozenset(line.partition(":")[2].split())
     return frozenset()
 
 
@@ -35,13 +42,9 @@ def cpu_flags() -> frozenset[str]:
 def cpu_part() -> str:
     """The Arm ``CPU part`` of /proc/cpuinfo (``0xd08``: Cortex-A72); "" elsewhere. A test
     vector set computed under an emulated CPU (``--golden-on``) is exact on this part."""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("CPU part"):
-                    return line.partition(":")[2].strip().lower()
-    except OSError:
-        pass
+    for line in cpuinfo_lines():
+        if line.startswith("CPU part"):
+            return line.partition(":")[2].strip().lower()
     return ""
 
 

@@ -16,6 +16,7 @@ service is restarted when systemd runs it; a failed restart switches back.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from edgekit.artifact import read_artifact, sha256_file
 from edgekit.errors import ArtifactError, UserError, VerificationError
-from edgekit.signing import verify_manifest
+from edgekit.release import pin_from
 from edgekit.trust import discover_trusted_keys
 from edgekit.verify import VerifyReport, verify_artifact
 
@@ -43,7 +44,28 @@ class InstallResult:
 
 
 def default_name(artifact: Path) -> str:
-    return artifact.name[: -len(SUFFIX)] if artifact.name.endswith(SUFFIX) else artifact.stem
+    """The file name without ``.edgekit``, as a slot name (other characters become ``-``)."""
+    stem = artifact.name[: -len(SUFFIX)] if artifact.name.endswith(SUFFIX) else artifact.stem
+    return re.sub(r"[^A-Za-z0-9._-]", "-", stem).lstrip(".")[:64] or "artifact"
+
+
+SLOT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def slot_path(root: Path, name: str) -> Path:
+    """``root/name`` for a slot name that is one plain path component (letters, digits,
+    ``.``, ``_``, ``-``; not starting with ``.``); the result never resolves outside
+    ``root`` (a symlinked slot pointing elsewhere is refused too)."""
+    if not isinstance(name, str) or not SLOT_NAME.fullmatch(name):
+        raise UserError(f"slot name {str(name)[:80]!r}: expected one plain name of at most 64 "
+                        "letters, digits, '.', '_' or '-' (not starting with '.'; no '/' "
+                        "or '..')")
+    base = Path(root).absolute()
+    slot = base / name
+    if not slot.resolve().is_relative_to(base.resolve()):
+        raise UserError(f"slot {slot} resolves to {slot.resolve()}, outside the root {base}; "
+                        "expected a slot inside the root")
+    return slot
 
 
 def link_target(link: Path) -> Path | None:
@@ -68,7 +90,7 @@ def install(artifact: Path, root: Path, name: str | None = None, service: str | 
     artifact = Path(artifact)
     if not artifact.is_file():
         raise ArtifactError(f"{artifact}: no such artifact file (expected a {SUFFIX} file)")
-    slot = Path(root).absolute() / (name or default_name(artifact))
+    slot = slot_path(root, name or default_name(artifact))
     releases = slot / RELEASES
     releases.mkdir(parents=True, exist_ok=True)
     release = releases / f"{sha256_file(artifact)[:16]}{SUFFIX}"
@@ -104,8 +126,7 @@ def install(artifact: Path, root: Path, name: str | None = None, service: str | 
 
 def check(release: Path, backend: str | None = None) -> VerifyReport:
     """Hashes and schema, the trusted keys (when the device has any), then the test vectors."""
-    artifact = read_artifact(release)
-    verify_manifest(artifact.manifest, discover_trusted_keys())
+    artifact = read_artifact(release, discover_trusted_keys(), pin_from())
     report = verify_artifact(artifact, backend=backend)
     if not report.passed:
         raise VerificationError(
@@ -116,7 +137,7 @@ def check(release: Path, backend: str | None = None) -> VerifyReport:
 
 def rollback(root: Path, name: str, service: str | None = None) -> tuple[Path, Path]:
     """Swap ``current`` and ``previous``; returns (now current, now previous)."""
-    slot = Path(root).absolute() / name
+    slot = slot_path(root, name)
     current, previous = link_target(slot / CURRENT), link_target(slot / PREVIOUS)
     if current is None:
         raise UserError(f"{slot}: nothing installed (no {CURRENT} link); expected a slot made "

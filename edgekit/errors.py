@@ -49,6 +49,11 @@ class ArtifactError(UserError):
     tampering: anyone can recompute a hash)."""
 
 
+class ResourceLimitError(ArtifactError):
+    """An artifact whose declared sizes (members, tensors) do not fit the target's RAM:
+    refused before anything is inflated or allocated."""
+
+
 class SignatureError(ArtifactError):
     """A signature that is malformed or does not match its manifest (changed after signing)."""
 

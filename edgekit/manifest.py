@@ -36,6 +36,7 @@ from edgekit.manifest_records import (
     TensorEntry,
     TestVectorsEntry,
 )
+from edgekit.release import Release, parse_release
 from edgekit.targets import profile_from_dict
 from edgekit.zipread import safe_member_name
 
@@ -67,6 +68,8 @@ class Manifest:
     # sha256 over the build's inputs (source, data, profile, options, versions): the same key
     # means the same bytes; "" in artifacts from before deterministic builds
     content_key: str = ""
+    # what a signature binds besides the hashes (edgekit/release.py); None: not signed so
+    release: Release | None = None
 
     @classmethod
     def from_dict(cls, data: Any, origin: str = "manifest.json") -> Manifest:
@@ -130,6 +133,7 @@ class Manifest:
             pruning=parse_pruning(where, data.get("pruning")),
             raw=data,
             content_key=key,
+            release=parse_release(data, origin),
         )
 
     def member_bytes(self, member: str) -> int | None:

@@ -118,6 +118,11 @@ def _tensor(where: Where, entry: Any, name: str) -> TensorEntry:
         raise ArtifactError(f"{where.origin}: {name}.labels must be a list of strings, got "
                             f"{short(labels)}")
     _quantization(where, entry, name)
+    axis = where.field(entry, "batch_axis", int, "an int", f"{name}.", default=0)
+    if not 0 <= axis < max(1, len(shape)):
+        raise ArtifactError(f"{where.origin}: {name}.batch_axis must be an axis of its "
+                            f"{len(shape)}-dim shape, got {axis}")
+    where.field(entry, "kind", str, "a string", f"{name}.", default="")
     return TensorEntry(
         name=tensor_name,
         shape=tuple(shape),
@@ -165,16 +170,20 @@ def _calibration(where: Where, entry: dict[str, Any], name: str, rank: int
 def _quantization(where: Where, entry: dict[str, Any], name: str) -> None:
     """``quantization``: absent/empty, or a finite scale > 0 and an integer zero point."""
     q = where.field(entry, "quantization", dict, "an object", f"{name}.", default=None)
+    _qparams(where, q, f"{name}.quantization")
+
+
+def _qparams(where: Where, q: dict[str, Any] | None, name: str) -> None:
     if not q:
         return
     scale, zero_point = q.get("scale"), q.get("zero_point", 0)
     if isinstance(scale, bool) or not isinstance(scale, int | float) or not (
             _finite(scale) and scale > 0):
-        raise ArtifactError(f"{where.origin}: {name}.quantization.scale must be a finite "
+        raise ArtifactError(f"{where.origin}: {name}.scale must be a finite "
                             f"number > 0, got {short(scale)}")
     if isinstance(zero_point, bool) or not isinstance(zero_point, int) or not (
             -(1 << 15) <= zero_point < 1 << 16):
-        raise ArtifactError(f"{where.origin}: {name}.quantization.zero_point must be an "
+        raise ArtifactError(f"{where.origin}: {name}.zero_point must be an "
                             f"integer in the int16/uint16 range, got {short(zero_point)}")
 
 
@@ -192,6 +201,14 @@ def parse_model(where: Where, entry: Any, i: int, files: dict[str, str]) -> Mode
     if digest is not None and digest != files[path]:
         raise ArtifactError(f"{where.origin}: {name}.sha256 must equal files[{path!r}] "
                             f"({files[path][:12]}...), got {short(digest)}")
+    for key in ("inputs", "outputs"):
+        _model_io(where, entry, f"{name}.{key}", key)
+    quantized = where.field(entry, "outputs_quantization", dict, "an object mapping output -> "
+                            "{scale, zero_point}", f"{name}.", default={})
+    for output, q in quantized.items():
+        where.expect(q, dict, f"{name}.outputs_quantization[{output!r}]", "an object")
+        _qparams(where, q, f"{name}.outputs_quantization[{output!r}]")
+    where.field(entry, "reduce_range", bool, "true or false", f"{name}.", default=False)
     return ModelEntry(
         format=where.field(entry, "format", str, "a string", f"{name}."),
         path=path,
@@ -199,6 +216,32 @@ def parse_model(where: Where, entry: Any, i: int, files: dict[str, str]) -> Mode
         bytes=size,
         data=entry,
     )
+
+
+def _model_io(where: Where, entry: dict[str, Any], name: str, key: str) -> None:
+    """A model's own view of its tensors (``models[].inputs``/``outputs``: the .tflite's
+    names, shapes, layout permutation and quantization): every key a backend reads."""
+    tensors = where.field(entry, key, list, "a list of tensor entries", "", default=[])
+    if len(tensors) > MAX_TENSORS:
+        raise ArtifactError(f"{where.origin}: {name} must hold at most {MAX_TENSORS} entries, "
+                            f"got {len(tensors)}")
+    for i, item in enumerate(tensors):
+        at = f"{name}[{i}]"
+        where.expect(item, dict, at, "an object")
+        where.field(item, "name", str, "a string", f"{at}.")
+        for text in ("tflite_name", "layout", "dtype"):
+            where.field(item, text, str, "a string", f"{at}.", default="")
+        shape = where.field(item, "shape", list, "a list of dims", f"{at}.", default=[])
+        if len(shape) > MAX_RANK or not all(type(d) is int and 0 <= d < 1 << 31 for d in shape):
+            raise ArtifactError(f"{where.origin}: {at}.shape must be at most {MAX_RANK} ints "
+                                f">= 0, got {short(shape)}")
+        perm = where.field(item, "perm", list, "a permutation of the axes", f"{at}.",
+                           default=None)
+        if perm is not None and (len(perm) > MAX_RANK or not all(type(p) is int for p in perm)
+                                 or sorted(perm) != list(range(len(perm)))):
+            raise ArtifactError(f"{where.origin}: {at}.perm must be a permutation of "
+                                f"0..rank-1 (at most {MAX_RANK} axes), got {short(perm)}")
+        _quantization(where, item, at)
 
 
 def parse_layer(where: Where, entry: Any, name: str) -> LayerEntry:

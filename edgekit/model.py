@@ -25,14 +25,17 @@ from edgekit.drift import DriftWatch
 from edgekit.energy import MeasuredPower, PowerMeter
 from edgekit.errors import EdgekitError, InputError, ModelClosedError
 from edgekit.manifest import Manifest
+from edgekit.memory_budget import allowance
 from edgekit.policy import TunerOptions
 from edgekit.power import PowerMonitor, Thresholds
 from edgekit.power_sensors import find_sensors
+from edgekit.run_bounds import default_run_timeout_s
 from edgekit.session import RuntimeOptions, Session, check_array, inference_error
 from edgekit.stats import SAMPLE_BELOW_S, SAMPLE_STRIDE, Recorder, StatsParts, model_stats
 from edgekit.tuner import ThreadTuner
 
 if TYPE_CHECKING:
+    from edgekit.release import Pin
     from edgekit.trust import KeySpec
 
 _F32 = np.dtype(np.float32)
@@ -77,6 +80,12 @@ class Model:
         self.session = Session(artifact.read(entry.path), entry, backend_class,
                                self.inputs, self.outputs, options.allow_nonfinite,
                                options.exact_int8)
+        self.session.memory_allowance = allowance(self.spec.target.profile)
+        # runs bounded in time: the batcher's always, predict's where a Loop may never end
+        self.run_timeout_s = (options.run_timeout_s if options.run_timeout_s is not None
+                              else default_run_timeout_s(self.manifest, options.max_batch))
+        if artifact.dynamic_loops.get(entry.path):
+            self.session.run_bound_s = self.run_timeout_s
         self._checks_finite = not options.allow_nonfinite
         self.policy = options.policy
         self._recorder: Recorder = self.session.recorder  # predict's fast path: one lookup
@@ -313,7 +322,7 @@ class Model:
                         budget_ms=self.spec.target.profile.budgets.latency_ms,
                         max_batch=o.max_batch, max_wait_ms=o.max_wait_ms,
                         queue_size=o.queue_size, monitor=monitor,
-                        run_timeout_s=o.run_timeout_s)
+                        run_timeout_s=self.run_timeout_s)
                 batcher = self._batcher
         return batcher.submit(x, block, timeout)
 
@@ -441,7 +450,8 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
          power_aware: bool = True, allow_nonfinite: bool = False,
          run_timeout_s: float | None = None, drift_threshold: float = 0.01,
          power_sensor: str = "auto", exact_int8: bool = True,
-         trusted_keys: Iterable[KeySpec] | KeySpec | None = None) -> Model:
+         trusted_keys: Iterable[KeySpec] | KeySpec | None = None,
+         pin: Pin | None = None) -> Model:
     """Load and verify a ``.edgekit`` artifact (the options: ``edgekit.RuntimeOptions``).
 
     ``backend`` forces a runtime (``onnxruntime``, ``litert``, ``tflite-runtime``); by
@@ -467,6 +477,8 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
     (``edgekit.trust``) they are the keys trusted to sign artifacts. When any key is
     configured, an unsigned artifact or one signed by another key is refused
     (``UntrustedArtifactError``); a signature that does not match is a ``SignatureError``.
+    ``pin``: the releases this device accepts (``edgekit.release.Pin``: target, oldest
+    version, oldest build time), merged over ``$EDGEKIT_PIN_TARGET``/``MIN_RELEASE``/``NOT_BEFORE``.
     """
     options = RuntimeOptions.build(
         threads=threads, tuner=tuner, policy=policy, allow_spinning=allow_spinning,
@@ -474,7 +486,8 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
         max_wait_ms=max_wait_ms, queue_size=queue_size, power_aware=power_aware,
         allow_nonfinite=allow_nonfinite, run_timeout_s=run_timeout_s,
         drift_threshold=drift_threshold, power_sensor=power_sensor, exact_int8=exact_int8)
+    from edgekit.release import pin_from
     from edgekit.trust import discover_trusted_keys
 
-    return Model(read_artifact(path, discover_trusted_keys(trusted_keys)), backend=backend,
-                 options=options)
+    return Model(read_artifact(path, discover_trusted_keys(trusted_keys), pin_from(pin)),
+                 backend=backend, options=options)

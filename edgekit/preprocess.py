@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from typing import Any
 
 import numpy as np
@@ -123,6 +124,35 @@ def check_spec(spec: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
+# Pixels an image may have: 8x a 12 MP camera frame. PIL's own guard only warns up to 179 MP
+# (and its error is untyped); a PNG's header can claim 100000 x 100000 in a few bytes.
+MAX_IMAGE_PIXELS = 100_000_000
+
+
+def open_image(path: str | os.PathLike[str], image_module: Any, unidentified: type) -> Any:
+    """A decoded image from a regular file of at most MAX_IMAGE_PIXELS pixels (the header's
+    size checked before decoding), else a typed error."""
+    name = os.fspath(path)
+    try:
+        if not stat.S_ISREG(os.stat(name).st_mode):  # a FIFO would block the decoder
+            raise CalibrationError(f"{name}: expected an image file, got a folder or a "
+                                   "special file (FIFO, device, socket)")
+        image = image_module.open(name)
+        width, height = image.size
+        if width * height > MAX_IMAGE_PIXELS:
+            raise CalibrationError(f"{name}: the image claims {width}x{height} pixels; "
+                                   f"expected at most {MAX_IMAGE_PIXELS} (a decompression "
+                                   "bomb?)")
+        image.load()
+    except CalibrationError:
+        raise
+    except (unidentified, OSError, image_module.DecompressionBombError, ValueError,
+            SyntaxError, MemoryError) as exc:
+        raise CalibrationError(f"{name}: not a readable image ({type(exc).__name__}: "
+                               f"{str(exc)[:200]})") from exc
+    return image
+
+
 def preprocess_image(image: Any, spec: dict[str, Any]) -> np.ndarray:
     """One image (path or PIL image) -> float32 array [1, C, H, W] or [1, H, W, C].
 
@@ -137,11 +167,7 @@ def preprocess_image(image: Any, spec: dict[str, Any]) -> np.ndarray:
     spec = check_spec(spec)
     name = image if isinstance(image, (str, os.PathLike)) else getattr(image, "filename", "<image>")
     if isinstance(image, (str, os.PathLike)):
-        try:
-            image = Image.open(image)
-            image.load()
-        except (UnidentifiedImageError, OSError) as exc:
-            raise CalibrationError(f"{name}: not a readable image ({exc})") from exc
+        image = open_image(image, Image, UnidentifiedImageError)
     height, width = (int(s) for s in spec["size"])
     want_gray = spec["color"] == "gray"
     if image.mode not in _CONVERTIBLE:

@@ -2,29 +2,40 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
 import numpy as np
 
 from edgekit.backends import Backend, BackendOptions, TensorSpec
+from edgekit.errors import UserError
 from edgekit.stats import typical
+
+# Elements of one synthetic probe input at most (16 MiB of float32): the manifest's shape is
+# untrusted (1x1x46341x46341 asked for 8 GiB), a real board's input is far smaller.
+MAX_PROBE_ELEMENTS = 1 << 22
 
 
 def probe_feeds(inputs: list[TensorSpec], vectors: dict[str, np.ndarray]
                 ) -> dict[str, np.ndarray]:
     """One real input row (the artifact's test vectors, ``in/<name>``) or, without them,
-    random data."""
+    random data of the manifest's shape, at most ``MAX_PROBE_ELEMENTS`` per input (a
+    ``UserError`` naming the input beyond)."""
     feeds: dict[str, np.ndarray] = {}
     rng = np.random.default_rng(0)
     for spec in inputs:
         dtype = np.float32 if spec.dtype.startswith("float") else np.dtype(spec.dtype)
         if f"in/{spec.name}" in vectors:  # one row, on the input's own batch axis
-            row = np.take(vectors[f"in/{spec.name}"], [0], axis=int(spec.extra.get(
-                "batch_axis", 0)))
+            row = np.take(vectors[f"in/{spec.name}"], [0], axis=spec.batch_axis)
             feeds[spec.name] = np.ascontiguousarray(row, dtype)
         else:
             shape = [d if isinstance(d, int) and d > 0 else 1 for d in spec.shape]
+            if math.prod(shape) > MAX_PROBE_ELEMENTS:
+                raise UserError(
+                    f"input {spec.name!r}: the thread tuner would probe with {shape} "
+                    f"({math.prod(shape)} elements), expected at most {MAX_PROBE_ELEMENTS} "
+                    "without test vectors; load with a fixed thread count instead of 'auto'")
             feeds[spec.name] = rng.random(shape, dtype=np.float32).astype(dtype)
     return feeds
 

@@ -7,6 +7,8 @@ Also ``RuntimeOptions``: every option ``edgekit.load`` takes, in one frozen reco
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from time import perf_counter
@@ -15,14 +17,19 @@ from typing import Any, Protocol
 import numpy as np
 
 from edgekit.backends import Backend, BackendOptions, TensorSpec
+from edgekit.backends.base import MEMORY_ALLOWANCE
 from edgekit.drift import DriftWatch
 from edgekit.errors import EdgekitError, InferenceError, InputError, UserError
 from edgekit.finite import all_finite, nonfinite_error
 from edgekit.manifest import ModelEntry
 from edgekit.policy import TunerOptions, check_policy, tuner_options
+from edgekit.run_bounds import bound_runs
 from edgekit.stats import Recorder
 
 _FLOAT_KINDS = ("f",)
+# threads a runtime is ever given: far above any board's cores; LiteRT given 100,000
+# crashed the process (SIGSEGV) and a 21-digit count made its binding print the model
+MAX_THREADS = 256
 
 
 @dataclass(frozen=True)
@@ -40,13 +47,14 @@ class RuntimeOptions:
     queue_size: int = 1024  # submit(): requests waiting at most
     power_aware: bool = True  # submit(): batching follows the power state
     allow_nonfinite: bool = False  # NaN / inf inputs run instead of raising InputError
-    # submit(): bounds each backend run the batcher makes (a batch, the first request's per-row
-    # probe, a failed batch's request-by-request retries): a longer run fails its requests and
-    # the session is replaced (onnxruntime stops the run; LiteRT's is left to finish). Not the
-    # queue wait (requests queued behind a wedged run then run on the new session) and not
-    # predict(), which runs on the caller's thread. Worst case for one request from submit to
-    # its future's end: its queue wait + run_timeout_s (its batch) + run_timeout_s (its retry
-    # alone, if the batch failed). A caller's own bound: submit(x).result(timeout=...).
+    # submit(): bounds each backend run the batcher makes (a batch, the per-row probe, a
+    # failed batch's request-by-request retries): a longer run fails its batch's requests
+    # (RunTimeoutError) and the session is replaced (onnxruntime stops the run; LiteRT's is
+    # left to finish). None: derived from the manifest's latency estimate (x100 per row of
+    # max_batch, at least 10 s: edgekit/run_bounds.py). Not the queue wait (requests queued
+    # behind a wedged run then run on the new session). predict() runs on the caller's thread,
+    # bounded the same way only for a model that can loop without end (an ONNX Loop whose
+    # trip count is not a constant). A caller's own bound: submit(x).result(timeout=...).
     run_timeout_s: float | None = None
     # the drift watch (edgekit/drift.py) warns when an input channel's share of clipped
     # values (an output's at the int8 limits) exceeds the build's by more than this
@@ -64,10 +72,15 @@ class RuntimeOptions:
     def build(cls, threads: int | str = 0, tuner: TunerOptions | dict[str, Any] | None = None,
               policy: str = "balanced", **fields: Any) -> RuntimeOptions:
         """Checked options: a bad policy, thread count or tuner key is a ``UserError``."""
-        if threads != "auto" and (isinstance(threads, str) or isinstance(threads, bool)
-                                  or int(threads) < 0):
-            raise UserError(f"threads must be 'auto' or a count >= 0 (0 = runtime "
-                            f"default); got {threads!r}")
+        if threads != "auto" and (isinstance(threads, str | bool) or not isinstance(
+                threads, numbers.Integral) or not 0 <= threads <= MAX_THREADS):
+            raise UserError(f"threads must be 'auto' or a count in [0, {MAX_THREADS}] (0 = "
+                            f"runtime default); got {str(threads)[:40]!r}")
+        timeout = fields.get("run_timeout_s")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(
+                timeout, int | float) or not (math.isfinite(timeout) and timeout > 0)):
+            raise UserError(f"run_timeout_s must be a number of seconds > 0 or None (derived "
+                            f"from the manifest); got {timeout!r}")
         check_drift_options(fields)
         return cls(threads=threads if threads == "auto" else int(threads),
                    tuner=tuner_options(tuner), policy=check_policy(policy), **fields)
@@ -138,6 +151,10 @@ class Session:
         self._backend: Backend | None = None
         self._listeners: list[Callable[[Backend], None]] = []
         self.drift: DriftWatch | None = None  # counts each run's inputs/outputs (Model sets it)
+        # bytes one declared tensor may take (edgekit/memory_budget.py; None: unchecked)
+        self.memory_allowance: int | None = None
+        # seconds every run of this model may take (None: unbounded; edgekit/run_bounds.py)
+        self.run_bound_s: float | None = None
 
     @property
     def runtime(self) -> str:
@@ -151,10 +168,18 @@ class Session:
 
     def make_backend(self, options: BackendOptions) -> Backend:
         """A new backend for this model (threads are fixed per backend by every runtime)."""
+        extra = dict(options.extra)
         if not self.exact_int8:  # every backend of the session, the tuner's too
-            options = replace(options, extra={**options.extra, "exact_int8": False})
-        return self.backend_class(self._model_bytes, self.inputs, self.outputs, options,
-                                  entry=self.entry.data)
+            extra["exact_int8"] = False
+        if self.memory_allowance is not None and MEMORY_ALLOWANCE not in extra:
+            extra[MEMORY_ALLOWANCE] = self.memory_allowance
+        if extra != options.extra:
+            options = replace(options, extra=extra)
+        backend = self.backend_class(self._model_bytes, self.inputs, self.outputs, options,
+                                     entry=self.entry.data)
+        if self.run_bound_s is not None:  # a model that can loop without end
+            bound_runs(backend, self.run_bound_s)
+        return backend
 
     def start(self, backend: Backend) -> None:
         self._set(backend)

@@ -248,6 +248,10 @@ def load_public_key(path: str | os.PathLike[str]) -> PublicKey:
 
 def parse_public_key(data: bytes, source: str) -> PublicKey:
     text = data.strip()
+    if text.startswith(b"-----BEGIN") and b"PRIVATE KEY" in text.split(b"\n", 1)[0]:
+        raise SigningKeyError(f"public key {source!r}: expected a public key, got a PRIVATE "
+                              "key (it must stay on the build host; copy the .pub file that "
+                              "edgekit keygen wrote beside it)")
     if text.startswith(b"-----BEGIN"):
         c = crypto()
         try:
@@ -279,13 +283,27 @@ def _base64(text: bytes | str, what: str, source: str,
 
 def sign_manifest(manifest: Mapping[str, Any],
                   private_key: str | os.PathLike[str] | Ed25519PrivateKey,
-                  passphrase: bytes | None = None) -> dict[str, Any]:
-    """A copy of ``manifest`` with its ``signature`` field set (an old one is replaced)."""
+                  passphrase: bytes | None = None,
+                  release_version: int | None = None) -> dict[str, Any]:
+    """A copy of ``manifest`` with its ``release`` section (``edgekit.release``: target,
+    ``release_version`` (default: the one it had, else 1), signing time; only for a
+    manifest naming its target, as every artifact's does) and its ``signature`` field set
+    (an old one is replaced). A device with trusted keys refuses an artifact signed
+    without the release section."""
+    from edgekit.release import RELEASE_FIELD, release_section
+
     c = crypto()
     key = (private_key if isinstance(private_key, c.ed25519.Ed25519PrivateKey)
            else load_private_key(private_key, passphrase))
     raw = key.public_key().public_bytes(c.serialization.Encoding.Raw,
                                         c.serialization.PublicFormat.Raw)
+    old = manifest.get(RELEASE_FIELD)
+    if release_version is None:
+        release_version = old.get("version", 1) if isinstance(old, Mapping) else 1
+    target = manifest.get("target")
+    name = target.get("name") if isinstance(target, Mapping) else None
+    if isinstance(name, str) and name:  # an artifact's manifest: bind its release
+        manifest = {**manifest, RELEASE_FIELD: release_section(name, release_version)}
     value = key.sign(signed_message(manifest))
     signed = {k: v for k, v in manifest.items() if k != SIGNATURE_FIELD}
     signed[SIGNATURE_FIELD] = {"algorithm": ALGORITHM, "key_id": key_id(raw),

@@ -71,14 +71,21 @@ def process_cpu_seconds() -> float:
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
+PROC_STAT_BYTES = 1 << 20  # ~150 bytes per CPU plus interrupts: far below on any board
+
+
 def busy_seconds(path: str) -> float | None:
     """CPU seconds all cores spent busy since boot (the ``cpu`` line of proc/stat:
-    user nice system idle iowait irq softirq steal ...), or None where it is unreadable."""
+    user nice system idle iowait irq softirq steal ...), or None where it is unreadable.
+    Read like a sysfs attribute (``edgekit.sysfs``): a regular file only (a FIFO or device
+    in its place is never opened), at most PROC_STAT_BYTES, within a timeout."""
+    from edgekit.sysfs import read_text_within
+
+    text = read_text_within(path, PROC_STAT_BYTES)
     try:
-        with open(path) as handle:
-            fields = handle.readline().split()
+        fields = (text or "").split("\n", 1)[0].split()
         ticks = [int(v) for v in fields[1:9]]
-    except (OSError, ValueError):
+    except ValueError:
         return None
     if fields[:1] != ["cpu"] or len(ticks) < 8:
         return None

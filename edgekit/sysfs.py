@@ -7,6 +7,8 @@ A sensor file is trusted for nothing: the tree may be fake, damaged or hostile. 
   ``O_NONBLOCK`` so that nothing can make ``open`` or ``read`` wait;
 * reads at most :data:`MAX_ATTRIBUTE_BYTES` bytes (a sysfs attribute is at most one page;
   a longer file is not a sensor value and is refused, not read whole);
+* gives up after :data:`READ_TIMEOUT_S` where a caller must never stall
+  (:func:`read_text_within`: ``proc/stat`` for the tuner);
 * turns every failure (missing, EACCES, ELOOP from a symlink loop, EIO from a flaky driver,
   bad UTF-8) into ``None``, meaning "unknown".
 
@@ -22,15 +24,20 @@ import glob
 import math
 import os
 import stat
+import threading
+
+from edgekit.timed_run import TimedRunner
 
 MAX_ATTRIBUTE_BYTES = 4096  # one page: the most a sysfs show() callback may print
+READ_TIMEOUT_S = 1.0  # a local file answers in microseconds; a stalled mount never does
 MAX_ENTRIES = 256  # zones, cpus, supplies per listing; boards have a few, servers tens
 _OPEN_FLAGS = (os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
                | getattr(os, "O_CLOEXEC", 0))
 
 
 def read_text(path: str, limit: int = MAX_ATTRIBUTE_BYTES) -> str | None:
-    """The stripped text of a regular file of at most ``limit`` bytes, else ``None``."""
+    """The stripped text of a regular file of at most ``limit`` bytes, else ``None``
+    (read in chunks: procfs hands out a large file a page or so per ``read``)."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return None
@@ -40,7 +47,12 @@ def read_text(path: str, limit: int = MAX_ATTRIBUTE_BYTES) -> str | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between stat and open
             return None
-        data = os.read(fd, limit + 1)
+        parts: list[bytes] = []
+        got = 0
+        while got <= limit and (chunk := os.read(fd, limit + 1 - got)):
+            parts.append(chunk)
+            got += len(chunk)
+        data = b"".join(parts)
     except OSError:
         return None
     finally:
@@ -51,6 +63,22 @@ def read_text(path: str, limit: int = MAX_ATTRIBUTE_BYTES) -> str | None:
         return data.decode("utf-8").strip()
     except UnicodeDecodeError:
         return None
+
+
+_RUNNER = TimedRunner()  # one helper thread for reads that must not stall their caller
+_RUNNER_LOCK = threading.Lock()
+
+
+def read_text_within(path: str, limit: int = MAX_ATTRIBUTE_BYTES,
+                     timeout_s: float = READ_TIMEOUT_S) -> str | None:
+    """:func:`read_text` that gives up after ``timeout_s`` (``None``): a regular file on a
+    hung FUSE or NFS mount can block ``read`` itself, which no flag prevents. The read is
+    left to finish on its abandoned helper thread."""
+    with _RUNNER_LOCK:
+        try:
+            return _RUNNER.call(lambda p: read_text(p, limit), path, timeout_s)
+        except TimeoutError:
+            return None
 
 
 def finite(text: str | None) -> float | None:

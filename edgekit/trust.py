@@ -10,12 +10,14 @@ Keys come from three places, all of which count (their union is trusted):
    ``/etc/edgekit/trusted_keys/`` (system-wide) and ``$XDG_CONFIG_HOME/edgekit/trusted_keys/``
    (default ``~/.config/edgekit/trusted_keys/``, per user).
 
-When no key is found anywhere, nothing is required and artifacts load as before (hashes
-still catch corruption; nothing catches tampering). As soon as one key is configured,
-unsigned artifacts and artifacts signed by other keys are refused.
+When no key is configured anywhere, nothing is required and artifacts load as before
+(hashes still catch corruption; nothing catches tampering). As soon as one key is
+configured, unsigned artifacts and artifacts signed by other keys are refused.
 
-Configuration fails closed: a path named explicitly or in the environment that is missing,
-and any key file that does not parse (also in the configuration folders), is a
+Configuration fails closed: a path named explicitly or in the environment that is missing
+or yields no key (an empty folder, one holding only other files), a device folder holding
+files none of which is a key (``*.pub`` or ``*.pem``), and any key file that does not parse
+(a private key among them), is a
 :class:`~edgekit.errors.SigningKeyError`, never silently skipped, because skipping the only
 configured key would turn verification off. A missing configuration folder is just "no keys
 there". Stdlib only (no platformdirs on the device).
@@ -33,6 +35,7 @@ from edgekit.signing import PublicKey, load_public_key
 ENV_TRUSTED_KEYS = "EDGEKIT_TRUSTED_KEYS"
 SYSTEM_KEY_DIR = "/etc/edgekit/trusted_keys"
 KEY_SUFFIX = ".pub"
+KEY_SUFFIXES = (".pub", ".pem")  # keygen writes PEM; a key saved as .pem is read too
 MAX_KEYS_PER_DIR = 1024  # a trust folder holds a handful; a huge one is a mistake
 
 KeySpec = str | os.PathLike[str] | PublicKey
@@ -49,27 +52,40 @@ def default_key_dirs(environ: Mapping[str, str] | None = None) -> list[str]:
     return [SYSTEM_KEY_DIR, user_key_dir(environ)]
 
 
-def keys_in_dir(folder: str | os.PathLike[str]) -> list[PublicKey]:
-    """Every ``*.pub`` file in ``folder`` (not recursive), in name order."""
+def keys_in_dir(folder: str | os.PathLike[str], origin: str = "",
+                required: bool = True) -> list[PublicKey]:
+    """Every key file (``*.pub``, ``*.pem``) in ``folder`` (not recursive), in name order.
+
+    Fails closed: a folder named explicitly (``required``) that yields no key is an error
+    naming it and what it holds, never "no keys" (which would turn verification off); so is
+    any folder holding files of which none is a key."""
     folder = Path(folder)
+    where = f"trusted key folder {str(folder)!r}" + (f" (from {origin})" if origin else "")
     try:
-        names = sorted(entry.name for entry in os.scandir(folder)
-                       if entry.name.endswith(KEY_SUFFIX) and not entry.name.startswith("."))
+        visible = sorted(entry.name for entry in os.scandir(folder)
+                         if not entry.name.startswith("."))
     except OSError as exc:
-        raise SigningKeyError(f"trusted key folder {str(folder)!r}: cannot list it "
-                              f"({exc.strerror}); expected a readable folder") from exc
+        raise SigningKeyError(f"{where}: cannot list it ({exc.strerror}); expected a "
+                              "readable folder") from exc
+    names = [name for name in visible if name.endswith(KEY_SUFFIXES)]
     if len(names) > MAX_KEYS_PER_DIR:
-        raise SigningKeyError(f"trusted key folder {str(folder)!r}: expected at most "
-                              f"{MAX_KEYS_PER_DIR} *{KEY_SUFFIX} files, got {len(names)}")
+        raise SigningKeyError(f"{where}: expected at most {MAX_KEYS_PER_DIR} key files, got "
+                              f"{len(names)}")
+    if not names and (required or visible):
+        held = ", ".join(visible[:5]) + (" ..." if len(visible) > 5 else "") or "nothing"
+        raise SigningKeyError(
+            f"{where} holds no public key: expected {' or '.join('*' + s for s in KEY_SUFFIXES)}"
+            f" files (PEM or base64 Ed25519 public keys from edgekit keygen), got {held}; "
+            "a configured trust source without keys would verify nothing")
     return [load_public_key(folder / name) for name in names]
 
 
 def keys_at(path: str | os.PathLike[str], origin: str) -> list[PublicKey]:
-    """The key in a file, or the keys in a folder; a missing path is an error naming where
-    it was configured (``origin``)."""
+    """The key in a file, or the keys in a folder; a missing path, or a folder without a
+    key, is an error naming where it was configured (``origin``)."""
     name = os.fspath(path)
     if os.path.isdir(name):
-        return keys_in_dir(name)
+        return keys_in_dir(name, origin, required=True)
     if not os.path.lexists(name):
         raise SigningKeyError(f"trusted key {name!r} (from {origin}) does not exist; expected "
                               f"a public key file or a folder of *{KEY_SUFFIX} files")
@@ -101,8 +117,8 @@ def discover_trusted_keys(explicit: Iterable[KeySpec] | None = None, *,
             found.extend(keys_at(part.strip(), f"${ENV_TRUSTED_KEYS}"))
     folders = default_key_dirs(environ) if config_dirs is None else config_dirs
     for folder in folders:
-        if os.path.isdir(folder):
-            found.extend(keys_in_dir(folder))
+        if os.path.isdir(folder):  # an empty device folder: nothing configured there
+            found.extend(keys_in_dir(folder, "the device's trusted-key folder", required=False))
     unique: dict[bytes, PublicKey] = {}
     for key in found:
         unique.setdefault(key.raw, key)

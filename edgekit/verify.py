@@ -26,12 +26,13 @@ import numpy as np
 from edgekit.artifact import Artifact, read_artifact
 from edgekit.backends import backends_for, by_name
 from edgekit.cpu import cpu_part
-from edgekit.errors import UserError
+from edgekit.errors import ArtifactError, UserError
 from edgekit.manifest import ONE_STEP, OutputTolerance
 from edgekit.signing import Signature
 from edgekit.sqnr import sqnr_db
 
 if TYPE_CHECKING:
+    from edgekit.release import Pin
     from edgekit.trust import KeySpec
 
 FLOAT_RTOL = 1e-4
@@ -153,17 +154,19 @@ def judge(name: str, got: np.ndarray, expected: np.ndarray, step: float, quantiz
 
 
 def verify_artifact(path: str | os.PathLike[str] | Artifact, backend: str | None = None,
-                    threads: int = 1, trusted_keys: Iterable[KeySpec] | KeySpec | None = None
-                    ) -> VerifyReport:
+                    threads: int = 1, trusted_keys: Iterable[KeySpec] | KeySpec | None = None,
+                    pin: Pin | None = None) -> VerifyReport:
     """Run every model format in the artifact whose runtime is installed (or ``backend`` only;
     a ``UserError`` when the artifact holds no model for that backend's format). Trusted keys
-    as for ``edgekit.load``: when any is configured the artifact must be signed by one of them."""
+    and ``pin`` as for ``edgekit.load``: when any key is configured the artifact must be
+    signed by one of them."""
     from edgekit.model import Model
+    from edgekit.release import pin_from
     from edgekit.session import RuntimeOptions
     from edgekit.trust import discover_trusted_keys
 
     artifact = (path if isinstance(path, Artifact)
-                else read_artifact(path, discover_trusted_keys(trusted_keys)))
+                else read_artifact(path, discover_trusted_keys(trusted_keys), pin_from(pin)))
     manifest = artifact.manifest
     spec = artifact.spec
     formats = [m.format for m in spec.models]
@@ -191,7 +194,7 @@ def verify_artifact(path: str | os.PathLike[str] | Artifact, backend: str | None
         model = Model(artifact, backend=cls.name, options=RuntimeOptions(threads=threads))
         report = FormatReport(fmt, cls.name, cls.version())
         # an input may keep its samples off axis 0 (--batch-axis: a recurrent state)
-        axes = {i["name"]: int(i.get("batch_axis", 0)) for i in manifest["inputs"]}
+        axes = {i["name"]: int(i.get("batch_axis") or 0) for i in manifest["inputs"]}
         first = next(iter(inputs))
         count = inputs[first].shape[axes.get(first, 0)]
         got_all: list[list[np.ndarray]] = []
@@ -202,14 +205,22 @@ def verify_artifact(path: str | os.PathLike[str] | Artifact, backend: str | None
         for j, out_spec in enumerate(manifest["outputs"]):
             name = out_spec["name"]
             # samples on the output's batch axis (a recurrent state keeps them on axis 1)
-            axis = int(out_spec.get("batch_axis", 0))
-            expected = np.moveaxis(vectors[f"out/{fmt}/{name}"], axis, 0)[:count]
+            axis = int(out_spec.get("batch_axis") or 0)
+            stored = vectors.get(f"out/{fmt}/{name}")
+            if stored is None:
+                raise ArtifactError(f"{artifact.path}: no test vector 'out/{fmt}/{name}' "
+                                    f"(expected the {fmt} model's recorded output)")
+            expected = np.moveaxis(stored, axis, 0)[:count]
             # a model's own output quantization ({scale, zero_point}) wins over the manifest's
-            own_q = entry.get("outputs_quantization", {}).get(name)
+            own_q = (entry.get("outputs_quantization") or {}).get(name)
             spec_q = {"quantization": own_q} if own_q else out_spec
             step = tolerance(spec_q, expected)
             got = np.moveaxis(np.concatenate([g[j] for g in got_all], axis=axis), axis, 0
                               ).astype(np.float64)
+            if got.shape != expected.shape:
+                raise ArtifactError(f"{artifact.path}: test vector 'out/{fmt}/{name}' holds "
+                                    f"{list(expected.shape)} (vectors first); the {fmt} model "
+                                    f"gives {list(got.shape)}: expected the same shape")
             quantized = bool((spec_q.get("quantization") or {}).get("scale"))
             bounds = spec.test_vectors.for_output(name) if spec.test_vectors else ONE_STEP
             if exact:  # the expected outputs were computed on this CPU (emulated)

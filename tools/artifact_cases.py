@@ -262,13 +262,85 @@ def _zip_game(rng: random.Random, manifest: dict, members: Members) -> bytes:
     return artifact_bytes(manifest, missing)  # a listed member missing
 
 
+def example_members(path: str) -> tuple[dict, Members]:
+    """A real artifact's manifest (unsigned) and members: the digits example holds a .tflite
+    with ``models[].inputs/outputs/perm`` and ``outputs_quantization``, and quantized test
+    vectors, fields the tiny base lacks."""
+    with zipfile.ZipFile(path) as archive:
+        manifest = json.loads(archive.read(MANIFEST))
+        members = [(n, archive.read(n)) for n in archive.namelist() if n != MANIFEST]
+    manifest.pop("signature", None)
+    return rehash(manifest, members), members
+
+
+def npz_bytes(arrays: dict[str, Any], pickled: bool = False) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, array in arrays.items():
+            if isinstance(array, bytes):
+                archive.writestr(f"{name}.npy", array)
+                continue
+            inner = io.BytesIO()
+            np.lib.format.write_array(inner, np.asanyarray(array), allow_pickle=pickled)
+            archive.writestr(f"{name}.npy", inner.getvalue())
+    return buffer.getvalue()
+
+
+def _vector_game(rng: random.Random, members: Members) -> bytes:
+    """A test-vector member corrupted at the .npz level (hashes recomputed by the caller)."""
+    vectors = dict(members)["test_vectors.npz"]
+    with np.load(io.BytesIO(vectors), allow_pickle=False) as npz:
+        arrays: dict[str, Any] = {k: npz[k] for k in npz.files}
+    keys = sorted(arrays)
+    game = rng.randrange(11)
+    key = rng.choice(keys)
+    if game == 0:  # a member removed (a q/ without its qparams, an input or output missing)
+        del arrays[key]
+    elif game == 1:  # a pickled object array
+        arrays[key] = np.array([{"a": 1}, None], dtype=object)
+        return npz_bytes(arrays, pickled=True)
+    elif game == 2:  # not an .npy at all
+        arrays[key] = rng.randbytes(rng.choice([0, 5, 200]))
+    elif game == 3:  # another rank, or no rows
+        arrays[key] = np.zeros(rng.choice([(), (0, 4), (2, 2, 2, 2, 2), (3,)]), np.float32)
+    elif game == 4:  # an .npy header declaring far more than it holds
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False,
+                                                      "shape": (1 << 40,)})
+        arrays[key] = header.getvalue() + bytes(64)
+    elif game == 5:  # strings, complex numbers, structured dtypes
+        arrays[key] = rng.choice([np.array(["a", "b"]), np.zeros(4, np.complex64),
+                                  np.zeros(2, [("a", "i4"), ("b", "f4")])])
+    elif game == 6:  # the npz bytes flipped or truncated
+        raw = npz_bytes(arrays)
+        return flip(rng, raw, 8) if rng.random() < 0.5 else raw[:rng.randrange(len(raw))]
+    elif game == 7:  # a bomb inside the npz
+        arrays[key] = bytes(rng.choice([8, 64]) << 20)
+    elif game == 8:  # an extra member with a path or a duplicate-looking name
+        arrays[rng.choice(["../x", "in/../../y", "q/" + key.split("/")[-1]])] = np.ones(3)
+    elif game == 9:  # quantization parameters of another shape, NaN or inf
+        arrays[key] = rng.choice([np.array([np.nan, 0.0]), np.array([1.0]),
+                                  np.array([np.inf, 3.0]), np.array([1e-3, 2.0, 3.0])])
+    else:  # many members
+        for i in range(rng.choice([40, 2000])):
+            arrays[f"out/x/{i}"] = np.zeros(1, np.float32)
+    return npz_bytes(arrays)
+
+
 def craft(index: int, seed: int = 0,
-          base: tuple[dict, Members] | None = None) -> tuple[str, bytes]:
-    """Case ``index``: (kind, artifact bytes). Kinds rotate so every run covers each."""
+          base: tuple[dict, Members] | list[tuple[dict, Members]] | None = None
+          ) -> tuple[str, bytes]:
+    """Case ``index``: (kind, artifact bytes). Kinds rotate so every run covers each; with a
+    list of bases, each kind's cases rotate over the bases too."""
     rng = random.Random(f"{seed}:{index}")
-    manifest, members = base or base_members()
+    bases = base if isinstance(base, list) else [base or base_members()]
+    manifest, members = bases[(index // len(KINDS)) % len(bases)]
     raw = artifact_bytes(manifest, members)
     kind = KINDS[index % len(KINDS)]
+    if kind == "vectors":
+        changed = [(n, _vector_game(rng, members) if n == "test_vectors.npz" else d)
+                   for n, d in members]
+        return kind, artifact_bytes(rehash(manifest, changed), changed)
     if kind == "flip":
         return kind, flip(rng, raw, rng.choice([1, 1, 2, 4, 16]))
     if kind == "truncate":
@@ -286,5 +358,5 @@ def craft(index: int, seed: int = 0,
     return kind, artifact_bytes(rehash(manifest, changed), changed)
 
 
-KINDS = ("flip", "truncate", "zip", "manifest", "member")
+KINDS = ("flip", "truncate", "zip", "manifest", "member", "vectors")
 Case = Callable[[int], tuple[str, bytes]]

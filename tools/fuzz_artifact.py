@@ -2,17 +2,23 @@
 
     python tools/fuzz_artifact.py [--cases 5000] [--seed 0] [--timeout 20] [--bomb-gib 4]
 
-Cases (tools/artifact_cases.py, rotating): byte flips, truncations, zip-structure games
-(duplicate names, bogus sizes, unlisted members, nested and ``..`` paths, encryption and
-other compression, external-data models, a small zip bomb), manifest mutations and member
-changes with every hash recomputed. Each case must load or fail with an ``EdgekitError``;
+Cases (tools/artifact_cases.py, rotating over two bases: a tiny ONNX model, and the digits
+example with a .tflite, ``models[].inputs/outputs/perm``, ``outputs_quantization`` and
+quantized test vectors): byte flips, truncations, zip-structure games (duplicate names,
+bogus sizes, unlisted members, nested and ``..`` paths, encryption and other compression,
+external-data models, a small zip bomb), manifest mutations, member changes and test-vector
+(.npz) corruptions with every hash recomputed. Each case is loaded, inspected, its test
+vectors read and verified on every runtime; it must pass or fail with an ``EdgekitError``;
 anything else is counted as untyped. Cases run in a worker process, so an interpreter
 crash or a hang (no answer within --timeout s) is counted too and the worker restarted.
 
-Then the big zip bomb: a small file whose test vectors inflate to --bomb-gib GiB, loaded in
-a fresh process after a normal artifact; its peak RSS above the normal load is printed
-(the claim: refused, with < 50 MB more). Exit status 1 if any case was untyped, crashed
-or hung, or the bomb was not refused within the bound.
+Then the resource bombs (tools/resource_bombs.py), each in a fresh process: zip bombs of
+--bomb-gib GiB (declaring their size, and lying), two 1000 MB members at 70x, a .tflite
+declaring an 8 GiB activation, an ONNX value info of 32 GiB, a 1x1x46341x46341 input under
+threads=auto, proc/stat -> /dev/zero, an npz bomb and a 4 TiB .npy header in the test
+vectors, a PNG claiming 100000x100000, bench --batch 100000000, an endless ONNX Loop under
+predict. The claim: each typed (or bounded), whole-process peak RSS < 200 MB. Exit status
+1 if any case was untyped, crashed or hung, or a bomb broke the claim.
 """
 
 from __future__ import annotations
@@ -34,20 +40,27 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools"))
 
 import artifact_cases  # noqa: E402
+import resource_bombs  # noqa: E402
 
-RSS_BOUND_MB = 50.0
+EXAMPLE = REPO / "examples" / "raspberrypi" / "digits.rpi4.edgekit"  # tflite + onnx, real data
 
 
 def outcome(path: str) -> tuple[str, str]:
-    """('loaded' | 'typed' | 'untyped', detail) for one artifact file."""
+    """('loaded' | 'typed' | 'untyped', detail) for one artifact file: loaded, shown as
+    `edgekit inspect` shows it, its test vectors read, then `edgekit verify` on every
+    runtime of its formats (every field any of them reads, every model run)."""
     import edgekit
     from edgekit.errors import EdgekitError
     from edgekit.inspect import manifest_table
+    from edgekit.verify import verify_artifact
 
     model = None
     try:
         model = edgekit.load(path, threads=1, trusted_keys=[])
         manifest_table(model.manifest)  # what `edgekit inspect` shows
+        if model.spec.test_vectors is not None:
+            model.artifact.test_vectors()
+            verify_artifact(model.artifact)
     except EdgekitError as exc:
         return "typed", type(exc).__name__
     except BaseException as exc:  # noqa: BLE001 - the point: anything else is a finding
@@ -67,7 +80,7 @@ def worker(seed: int, first: int, last: int, folder: str) -> None:
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the life of the worker
     os.chdir(folder)  # external-data cases point at secret.txt here
     Path("secret.txt").write_text("the device's secret\n")
-    base = artifact_cases.base_members()
+    base = [artifact_cases.base_members(), artifact_cases.example_members(str(EXAMPLE))]
     for index in range(first, last):
         print(json.dumps({"start": index}), file=report, flush=True)
         kind, data = artifact_cases.craft(index, seed, base)
@@ -124,43 +137,6 @@ def run_cases(cases: int, seed: int, timeout: float) -> tuple[Counter, list[dict
     return counts, findings
 
 
-BOMB_PROBE = """
-import json, resource, sys
-sys.path.insert(0, {repo!r})
-import edgekit
-from edgekit.errors import EdgekitError
-edgekit.load({normal!r}, threads=1, trusted_keys=[]).close()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-try:
-    edgekit.load({bomb!r}, threads=1, trusted_keys=[])
-    result = "loaded"
-except EdgekitError as exc:
-    result = type(exc).__name__ + ": " + str(exc)[-160:]
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({{"result": result, "extra_mb": (after - before) / 1024}}))
-"""
-
-
-def bomb_rss(gib: float, lie: bool) -> dict:
-    """Load a normal artifact, then the bomb, in a fresh process: the bomb's peak RSS above
-    the normal load (ru_maxrss is a peak, so this is what the bomb added at its worst)."""
-    with tempfile.TemporaryDirectory(prefix="edgekit-bomb-") as folder:
-        manifest, members = artifact_cases.base_members()
-        normal = Path(folder, "normal.edgekit")
-        normal.write_bytes(artifact_cases.artifact_bytes(manifest, members))
-        bomb = Path(folder, "bomb.edgekit")
-        bomb.write_bytes(artifact_cases.bomb(gib, lie=lie))
-        code = BOMB_PROBE.format(repo=str(REPO), normal=str(normal), bomb=str(bomb))
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              timeout=600, check=False)
-        if proc.returncode != 0:
-            return {"result": f"probe failed: {proc.stderr[-300:]}", "extra_mb": float("inf"),
-                    "file_mb": bomb.stat().st_size / 1e6}
-        report = json.loads(proc.stdout.strip().splitlines()[-1])
-        report["file_mb"] = bomb.stat().st_size / 1e6
-        return report
-
-
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         seed, first, last, folder = sys.argv[2:6]
@@ -189,17 +165,16 @@ def main() -> int:
     for finding in findings[:20]:
         print(f"    case {finding['index']}: {finding['result']} {finding.get('detail', '')}")
     ok = not any(bad.values())
-    for lie in (False, True):
-        report = bomb_rss(args.bomb_gib, lie)
-        refused = report["result"] != "loaded" and not report["result"].startswith("probe")
-        within = report["extra_mb"] < RSS_BOUND_MB
-        ok = ok and refused and within
-        what = "declaring 1,000 bytes" if lie else "declaring its size"
-        inflated = artifact_cases.bomb_size(args.bomb_gib, lie) / (1 << 30)
-        print(f"zip bomb: {report['file_mb']:.1f} MB file inflating to {inflated:.2f} GiB, "
-              f"{what}: {'refused' if refused else 'NOT REFUSED'}, peak RSS "
-              f"+{report['extra_mb']:.1f} MB above a normal load (bound {RSS_BOUND_MB:g} MB)"
-              f"\n  {report['result']}")
+    with tempfile.TemporaryDirectory(prefix="edgekit-bombs-") as folder:
+        bombs = resource_bombs.build_bombs(Path(folder), args.bomb_gib)
+        print(f"{len(bombs)} resource bombs, each in a fresh process (bound: peak RSS "
+              f"< {resource_bombs.PEAK_BOUND_MB:g} MB, the whole process)")
+        for name, statement in bombs.items():
+            report = resource_bombs.probe(statement)
+            fine = resource_bombs.passed(report)
+            ok = ok and fine
+            print(f"  {'ok  ' if fine else 'FAIL'} {name:<42} peak {report['peak_mb']:6.1f} MB "
+                  f"{report['seconds']:6.2f} s  {report['result'][:150]}")
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"fuzzer process peak RSS {own:.0f} MB; {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1

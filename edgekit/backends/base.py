@@ -32,8 +32,8 @@ class TensorSpec:
         return cls(
             name=entry["name"],
             shape=tuple(entry["shape"]),
-            dtype=entry.get("dtype", "float32"),
-            layout=entry.get("layout", ""),
+            dtype=entry.get("dtype") or "float32",  # null: absent, as parsed
+            layout=entry.get("layout") or "",
             quantization=dict(entry.get("quantization") or {}),
             extra={k: v for k, v in entry.items() if k not in known},
         )
@@ -42,7 +42,7 @@ class TensorSpec:
     def batch_axis(self) -> int:
         """The axis holding samples: 0, or the build's ``--batch-axis`` (a recurrent state
         ``[layers, N, hidden]`` keeps them on 1)."""
-        return int(self.extra.get("batch_axis", 0))
+        return int(self.extra.get("batch_axis") or 0)
 
     @property
     def fixed_batch(self) -> int | None:
@@ -56,6 +56,12 @@ class TensorSpec:
         dims = "x".join(str(d) for d in self.shape)
         layout = f" {self.layout}" if self.layout else ""
         return f"{self.name}: {self.dtype}[{dims}]{layout}"
+
+
+# BackendOptions.extra key: bytes one declared tensor may take (the session sets it from the
+# target's RAM, edgekit/memory_budget.py); a backend that can read its tensor table before
+# allocating checks it there
+MEMORY_ALLOWANCE = "memory_allowance"
 
 
 @dataclass
@@ -126,6 +132,11 @@ class Backend(ABC):
         same on every runtime). Subclasses free their session, then call this."""
         self.native_call = None
         self.run = _closed_run(self.name)  # type: ignore[method-assign]
+
+    def resume(self) -> None:
+        """Accept runs again after ``terminate`` stopped one (onnxruntime's flag stays set
+        until cleared); nothing to do where runs cannot be stopped."""
+        return None
 
     def terminate(self) -> bool:
         """Ask a run in progress on another thread to stop (a run timeout); True when the

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from edgekit.backends.base import Backend, BackendOptions, TensorSpec
+from edgekit.backends.base import MEMORY_ALLOWANCE, Backend, BackendOptions, TensorSpec
 from edgekit.backends.tflite_io import InputPlan, dequantize, dequantize_table
-from edgekit.errors import ArtifactError, InputError
+from edgekit.errors import ArtifactError, InputError, ResourceLimitError
 from edgekit.native_log import quiet_native_info
 
 if TYPE_CHECKING:
@@ -52,15 +52,23 @@ class _TFLiteBackend(Backend):
             # the default op resolver applies the XNNPACK delegate to the ops it supports
             with quiet_native_info():  # the runtime's XNNPACK INFO line, on every load
                 self.interpreter = interpreter_cls(**kwargs)
+                # the tensor table is read before the arena is: a 0.1 MB model declaring
+                # an 8 GiB activation is refused here, not allocated
+                check_declared(self.interpreter.get_tensor_details(),
+                               options.extra.get(MEMORY_ALLOWANCE))
                 self.interpreter.allocate_tensors()
+            entry = entry or {}
+            # a corrupt model can still fail here (a tensor name that is not UTF-8)
+            in_details = self.interpreter.get_input_details()
+            out_details = self.interpreter.get_output_details()
+        except ResourceLimitError:
+            raise
         except Exception as exc:  # the runtime raises ValueError/RuntimeError of its own
-            raise ArtifactError(f"{self.name} could not load the .tflite model: {exc}") from exc
+            raise ArtifactError(f"{self.name} could not load the .tflite model: "
+                                f"{type(exc).__name__}: {str(exc)[:300]}") from exc
         self._lock = threading.Lock()  # one interpreter runs one invoke at a time
-        entry = entry or {}
-        self._in = self._match(inputs, self.interpreter.get_input_details(),
-                               entry.get("inputs"), "input")
-        self._out = self._match(outputs, self.interpreter.get_output_details(),
-                                entry.get("outputs"), "output")
+        self._in = self._match(inputs, in_details, entry.get("inputs"), "input")
+        self._out = self._match(outputs, out_details, entry.get("outputs"), "output")
         # inputs whose model layout is NHWC of the manifest's NCHW: they take NHWC arrays too
         self.nhwc_inputs = frozenset(spec.name for spec, plan in zip(inputs, self._in,
                                                                       strict=True)
@@ -91,7 +99,13 @@ class _TFLiteBackend(Backend):
         for i, (spec, detail) in enumerate(zip(specs, details, strict=True)):
             info = by_name.get(spec.name) or ((described or [None] * len(specs))[i] or {})
             shape = tuple(int(d) for d in detail["shape"])
-            perm = tuple(info["perm"]) if "perm" in info else _guess_perm(spec.shape, shape)
+            # a null perm counts as absent, as the manifest's parser reads it
+            perm = (tuple(info["perm"]) if info.get("perm") is not None
+                    else _guess_perm(spec.shape, shape))
+            if len(perm) != len(shape):
+                raise ArtifactError(
+                    f"{kind} {spec.name!r}: the manifest's layout perm {list(perm)} does not "
+                    f"fit the .tflite tensor {list(shape)}; expected one axis per dim")
             q = detail.get("quantization_parameters") or {}
             scales, zps = q.get("scales", np.zeros(0)), q.get("zero_points", np.zeros(0))
             quantized = np.dtype(detail["dtype"]) != np.float32 and len(scales) == 1
@@ -208,6 +222,22 @@ class _TFLiteBackend(Backend):
     def close(self) -> None:
         self.interpreter = None
         super().close()
+
+
+def check_declared(details: list[dict[str, Any]], allowance: int | None) -> None:
+    """Every tensor of the model (shape x element size) within ``allowance`` bytes."""
+    if allowance is None:
+        return
+    for detail in details:
+        count = 1
+        for dim in detail.get("shape", ()):
+            count *= max(1, int(dim))
+        size = count * np.dtype(detail.get("dtype", np.float32)).itemsize
+        if size > allowance:
+            raise ResourceLimitError(
+                f".tflite tensor {str(detail.get('name'))[:80]!r} declares "
+                f"{[int(d) for d in detail.get('shape', ())]} = {size} bytes; expected at "
+                f"most {allowance} bytes, half the target's RAM (nothing was allocated)")
 
 
 def _fits(shape: tuple[int, ...], spec_shape: tuple[Any, ...]) -> bool:

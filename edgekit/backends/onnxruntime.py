@@ -53,7 +53,8 @@ class OnnxRuntimeBackend(Backend):
                 disabled_optimizers=ORT_DISABLED_OPTIMIZERS,
             )
         except Exception as exc:  # onnxruntime raises its own untyped errors
-            raise ArtifactError(f"onnxruntime could not load the model: {exc}") from exc
+            raise ArtifactError(f"onnxruntime could not load the model: "
+                                f"{type(exc).__name__}: {str(exc)[:300]}") from exc
         self._output_names = [o.name for o in outputs]
         # InferenceSession.run is a Python wrapper that re-checks the feed names, OrtValue
         # ownership and graph capture on every call (~1.5 us, 5% of a 29 us model) and
@@ -90,6 +91,9 @@ class OnnxRuntimeBackend(Backend):
         # onnxruntime checks the flag between nodes (and inside Loop/Scan bodies)
         self._run_options.terminate = True
         return True
+
+    def resume(self) -> None:
+        self._run_options.terminate = False
 
     def close(self) -> None:
         self.session = None

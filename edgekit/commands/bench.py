@@ -8,13 +8,14 @@ the artifact's own test vectors (real data) when it has them.
 from __future__ import annotations
 
 import json
+import math
 import time
 from typing import Any
 
 import click
 import numpy as np
 
-from edgekit.commands.params import BATCH_SIZES, FAST_INT8, THREADS_OR_AUTO
+from edgekit.commands.params import BATCH_SIZES, FAST_INT8, SECONDS, THREADS_OR_AUTO, cap_threads
 from edgekit.errors import UserError
 
 
@@ -82,6 +83,20 @@ def bench_one(path: str, threads: int | str, batch: int, duration: float, runs: 
         model.close()
 
 
+def check_batch_memory(spec: Any, batch: int) -> None:
+    """A batch whose float inputs fit half the target's RAM (``edgekit/memory_budget.py``),
+    else a ``UserError`` before anything is allocated (--batch 100000000 ran out of memory)."""
+    from edgekit.memory_budget import allowance
+
+    limit = allowance(spec.target.profile)
+    row = sum(4 * math.prod(d if isinstance(d, int) and d > 0 else 1 for d in entry.shape[1:])
+              for entry in spec.inputs)
+    if batch * row > limit:
+        raise UserError(f"--batch {batch}: its inputs take {batch * row} bytes; expected at "
+                        f"most {limit} (half the RAM of target {spec.target.name!r}): at most "
+                        f"--batch {max(1, limit // max(1, row))}")
+
+
 def add_speedups(rows: list[dict[str, Any]]) -> None:
     """``speedup``: samples/s over the same format's and batch's 1-thread row (thread
     scaling at a glance; < 1 means more threads cost here)."""
@@ -125,7 +140,7 @@ def runtimes_for(spec: Any) -> list[str | None]:
               help="Thread counts and/or 'auto', comma separated (e.g. 1,2,4,auto).")
 @click.option("--batch", "batches", default="1", show_default=True, type=BATCH_SIZES,
               help="Batch sizes, comma separated (e.g. 1,4).")
-@click.option("--duration", default=10.0, show_default=True, type=click.FloatRange(0.0),
+@click.option("--duration", default=10.0, show_default=True, type=SECONDS,
               help="Seconds of timed runs per configuration.")
 @click.option("--runs", default=1, show_default=True, type=click.IntRange(1),
               help="At least this many timed runs per configuration.")
@@ -171,6 +186,8 @@ def command(artifact: str, threads: list[int | str], batches: list[int], duratio
         if isinstance(fixed, int) and fixed > 1 and b != fixed:
             raise UserError(f"this model has a fixed batch of {fixed}; --batch must be "
                             f"{fixed}, got {b}")
+        check_batch_memory(spec, b)
+    threads = list(dict.fromkeys(cap_threads(t) for t in threads))
     rows = []
     for runtime in [backend] if backend else runtimes_for(spec):
         for t in threads:

@@ -7,6 +7,7 @@ item is a click usage error (exit 2) that names the option, what it expects and 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import click
@@ -86,6 +87,61 @@ class Dims(click.ParamType):
         return dims
 
 
+class FiniteFloat(click.ParamType):
+    """A finite number >= ``low`` (click's FloatRange lets ``nan`` through: every comparison
+    with it is false, and ``inf`` through where there is no maximum)."""
+
+    name = "seconds"
+
+    def __init__(self, low: float = 0.0, what: str = "seconds") -> None:
+        self.low = low
+        self.what = what
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if not math.isfinite(number) or number < self.low:
+            self.fail(f"{_option_name(param)} expects a finite number of {self.what} >= "
+                      f"{self.low:g}, got {value!r}", param, ctx)
+        return number
+
+
+def cap_threads(value: int | str, option: str = "--threads") -> int | str:
+    """A thread count capped at this machine's usable CPUs, saying so on stderr (more
+    threads than cores only slow a model down, and a runtime given 100,000 crashes)."""
+    from edgekit.stats import usable_cpus
+
+    cpus = usable_cpus()
+    if isinstance(value, int) and value > cpus:
+        click.echo(f"{option} {value}: this machine has {cpus} usable CPU(s); using {cpus}",
+                   err=True)
+        return cpus
+    return value
+
+
+class ThreadCount(click.ParamType):
+    """``--threads``: a count >= 0 in ASCII digits (0 = the runtime's default) or 'auto'."""
+
+    name = "threads"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int | str:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        text = str(value).strip()
+        if text == "auto":
+            return text
+        if not (text.isascii() and text.isdigit() and len(text) <= 6):
+            self.fail(f"{_option_name(param)} expects a count >= 0 (0 = the runtime's "
+                      f"default) or 'auto', got {str(value)[:40]!r}", param, ctx)
+        return int(text)
+
+
+THREAD_COUNT = ThreadCount()
+SECONDS = FiniteFloat()
 THREAD_COUNTS = CommaList(click.IntRange(1), "counts >= 1", "1,4")
 THREADS_OR_AUTO = CommaList(click.IntRange(1), "counts >= 1 and/or 'auto'", "1,2,4,auto",
                             keywords=("auto",))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from typing import Any
 
 import click
 import numpy as np
 
-from edgekit.commands.params import FAST_INT8
+from edgekit.commands.params import FAST_INT8, THREAD_COUNT, cap_threads
 
 
 def is_classifier(model: Any) -> bool:
@@ -38,8 +39,9 @@ def top_k(scores: np.ndarray, k: int, labels: list[str] | None) -> list[dict[str
 @click.argument("images", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--top-k", "k", default=5, show_default=True, type=click.IntRange(1),
               help="Classes to print for a classifier.")
-@click.option("--threads", default="0", show_default=True,
-              help="Thread count, 'auto', or 0 for the runtime default.")
+@click.option("--threads", default="0", show_default=True, type=THREAD_COUNT,
+              help="Thread count (at most this machine's CPUs), 'auto', or 0 for the "
+                   "runtime default.")
 @click.option("--backend", help="Force a runtime (onnxruntime, litert, tflite-runtime).")
 @click.option("--resize", type=click.Choice(["none", "stretch", "center-crop"]),
               help="How images of another size reach the model's (default: the manifest's).")
@@ -52,7 +54,7 @@ def top_k(scores: np.ndarray, k: int, labels: list[str] | None) -> list[dict[str
               help="Warn when an input channel has this share more of its values outside the "
               "calibrated range (int8 clips them) than at build, or an output at the int8 "
               "limits.")
-def command(artifact: str, images: tuple[str, ...], k: int, threads: str,
+def command(artifact: str, images: tuple[str, ...], k: int, threads: int | str,
             backend: str | None, resize: str | None, color: str | None, fast_int8: bool,
             as_json: bool, drift_threshold: float = 0.01) -> None:
     """Run ARTIFACT on IMAGES (files, or folders of them), preprocessed as the manifest's
@@ -63,12 +65,13 @@ def command(artifact: str, images: tuple[str, ...], k: int, threads: str,
     from edgekit.inspect import artifact_labels
     from edgekit.preprocess import list_images
 
-    if threads != "auto" and not threads.isdigit():
-        raise UserError(f"--threads expects a count >= 0 or 'auto'; got {threads!r}")
+    for image in images:  # a FIFO or a device would hang the image reader: refuse up front
+        if not os.path.isdir(image) and not stat.S_ISREG(os.stat(image).st_mode):
+            raise UserError(f"{image}: expected an image file or a folder of them, got a "
+                            "special file (FIFO, device or socket)")
     results = []
     with edgekit.load(artifact, backend=backend, exact_int8=not fast_int8,
-                      threads=threads if threads == "auto" else int(threads),
-                      drift_threshold=drift_threshold) as model:
+                      threads=cap_threads(threads), drift_threshold=drift_threshold) as model:
         classifier = is_classifier(model)
         labels = artifact_labels(model.manifest)
         files = [path for image in images

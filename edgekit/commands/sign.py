@@ -11,9 +11,13 @@ import click
               help="The private key (from `edgekit keygen`).")
 @click.option("--output", "-o", type=click.Path(dir_okay=False),
               help="Write the signed artifact here (default: replace ARTIFACT atomically).")
-def command(artifact: str, key: str, output: str | None) -> None:
+@click.option("--release-version", type=click.IntRange(0, (1 << 53) - 1),
+              help="The release number the signature binds (devices can refuse older ones "
+                   "with --min-release) [default: the artifact's, else 1].")
+def command(artifact: str, key: str, output: str | None, release_version: int | None) -> None:
     """Sign ARTIFACT: its members are verified against their hashes first, then the
-    manifest (which hashes every member) is signed; an old signature is replaced."""
+    manifest (which hashes every member, names the target, and gets a release section with
+    the release number and the signing time) is signed; an old signature is replaced."""
     from edgekit.artifact import read_artifact, write_artifact
     from edgekit.signing import load_private_key
     from edgekit.tempfiles import check_writable
@@ -23,7 +27,9 @@ def command(artifact: str, key: str, output: str | None) -> None:
     loaded = read_artifact(artifact)
     members = {name: loaded.read(name) for name in loaded.members}
     target = output or artifact
-    write_artifact(target, loaded.manifest, members, sign_key=private)
+    write_artifact(target, loaded.manifest, members, sign_key=private,
+                   release_version=release_version)
     signed = read_artifact(target)
     key_id = signed.signature.key_id if signed.signature else "?"
-    click.echo(f"signed {target} with key {key_id}")
+    bound = signed.spec.release.describe() if signed.spec.release else "no release"
+    click.echo(f"signed {target} with key {key_id} ({bound})")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from resource_bombs import huge_activation_tflite  # tools/resource_bombs.py
 
 from edgekit.artifact import write_artifact
 
@@ -65,4 +66,14 @@ def hostile_artifact(path: Path, kind: str) -> Path:
         "host", inputs=[{"name": "x", "shape": ["N", FEATURES], "dtype": "float32"}],
         outputs=[{"name": "y", "shape": shape, "dtype": "float32"}], model_bytes=len(model))
     write_artifact(path, manifest, {"model.onnx": model})
+    return path
+
+
+def huge_activation_artifact(path: Path) -> Path:
+    model = huge_activation_tflite()
+    manifest = minimal_manifest(
+        inputs=[{"name": "x", "shape": [1, FEATURES], "dtype": "float32"}],
+        outputs=[{"name": "y", "shape": [1, FEATURES], "dtype": "float32"}])
+    manifest["models"] = [{"format": "tflite", "path": "model.tflite", "runtime": "litert"}]
+    write_artifact(path, manifest, {"model.tflite": model})
     return path

@@ -98,3 +98,26 @@ def test_an_unsigned_artifact_is_refused_once_the_device_trusts_a_key(
     assert install(root, update) == 2
     assert "unsigned" in capsys.readouterr().err
     assert link_target(root / "digits" / "current") == first
+
+
+@pytest.mark.parametrize("name", ["../../x", "../escape", "a/b", "/abs", ".", "..", ".hidden",
+                                  "x" * 65, "with space", "nul\x00"])
+def test_install_refuses_a_slot_name_outside_the_root(tmp_path: Path, no_trusted_keys: None,
+                                                      name: str) -> None:
+    """Issue 36.2: ``--name ../../x`` wrote the slot outside ROOT."""
+    root = tmp_path / "deep" / "root"
+    assert main(["install", str(SHIPPED), "--root", str(root), "--name", name,
+                 "--backend", "onnxruntime"]) == 2
+    written = {p for p in tmp_path.rglob("*") if p.is_file()}
+    assert written == set(), written
+
+
+def test_a_symlinked_slot_leaving_the_root_is_refused(tmp_path: Path,
+                                                      no_trusted_keys: None) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "digits").symlink_to(outside)
+    assert install(root, SHIPPED) == 2
+    assert not any(outside.iterdir())

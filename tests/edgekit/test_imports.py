@@ -36,6 +36,6 @@ def test_load_shows_its_options() -> None:
         assert list(params)[:3] == ["path", "backend", "threads"]
         assert not any(p.kind is p.VAR_KEYWORD for p in params.values())  # no **options
         assert {n: p.default for n, p in params.items() if n in fields} == fields
-        # trusted_keys: which artifacts load at all, not how a loaded one runs
-        assert set(params) == {"path", "backend", "trusted_keys", *fields}
-        assert params["trusted_keys"].default is None
+        # trusted_keys, pin: which artifacts load at all, not how a loaded one runs
+        assert set(params) == {"path", "backend", "trusted_keys", "pin", *fields}
+        assert params["trusted_keys"].default is None and params["pin"].default is None
