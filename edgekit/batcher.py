@@ -42,16 +42,12 @@ from edgekit.errors import (
     RunTimeoutError,
     UserError,
 )
-from edgekit.per_row import per_row_from_shapes, probe_per_row
+from edgekit.per_row import PerRowProof
 from edgekit.policy import check_policy
 from edgekit.power import NORMAL, PowerMonitor
 from edgekit.session import SessionLike
 from edgekit.stats import percentiles_ms
 from edgekit.timed_run import TimedRunner
-
-RECHECK_BATCHES = 1000  # joined batches between per-row proofs (4 runs each: < 0.5%)
-RECHECK_S = 60.0  # ... or this long, whichever comes first
-MAX_INCONCLUSIVE = 3  # probes that timed out before the batcher stops trying
 
 
 class Batcher:
@@ -79,13 +75,9 @@ class Batcher:
         self.budget_s = float(budget_ms) / 1000.0
         fixed = session.inputs[0].fixed_batch if session.inputs else None
         self._one_per_batch = fixed is not None and fixed > 1  # cannot concatenate requests
-        # None until proven: the manifest's shapes, else the batcher's own probe (per_row.py)
-        # before the first batch and again every RECHECK_BATCHES joined batches or RECHECK_S
-        self.outputs_per_row: bool | None = per_row_from_shapes(session.inputs, session.outputs)
-        self.per_row_reason = ("the manifest's output shapes do not follow the batch"
-                               if self.outputs_per_row is False else "not proven yet")
-        self._probes = 0
-        self._proven_at = (0, time.perf_counter())  # (joined batches, time) of the last proof
+        # the manifest's shapes, else the batcher's own probe (per_row.py) before the first
+        # batch and again at intervals
+        self.per_row = PerRowProof(session.inputs, getattr(session, "outputs", []))
         self.run_timeout_s = run_timeout_s
         self._runner = TimedRunner() if run_timeout_s is not None else None
         self._pending: collections.deque[Request] = collections.deque()
@@ -232,10 +224,9 @@ class Batcher:
             if first is None:
                 return
             self._inflight = [first]
-            if not self._one_per_batch and (self.outputs_per_row is None or (
-                    self.outputs_per_row and self._recheck_due())):
+            if not self._one_per_batch and self.per_row.due(self.joined_batches):
                 with self.session.recorder.uncounted():  # a probe, not requests: no samples
-                    self._prove_per_row(first.feeds)
+                    self.per_row.prove(self._call, first.feeds, self._axes, self.joined_batches)
             policy = self.current_policy()
             joinable = self.outputs_per_row and not self._one_per_batch
             limit = self._limit(policy) if joinable else first.rows
@@ -265,20 +256,14 @@ class Batcher:
             self._execute(items, rows, policy)
             self._inflight = []
 
-    def _recheck_due(self) -> bool:
-        batches, when = self._proven_at
-        return (self.joined_batches - batches >= RECHECK_BATCHES
-                or time.perf_counter() - when >= RECHECK_S)
+    @property
+    def outputs_per_row(self) -> bool | None:
+        """Whether requests may be joined (``per_row.PerRowProof``; None: not proven yet)."""
+        return self.per_row.verdict
 
-    def _prove_per_row(self, template: dict[str, np.ndarray]) -> None:
-        """Run the per-row probe on fresh random rows; an unproven model runs unbatched
-        (``per_row_reason`` says why, in ``stats()``)."""
-        self._probes += 1
-        verdict, why = probe_per_row(self._call, template, self._axes, seed=self._probes)
-        if verdict is None and self._probes >= MAX_INCONCLUSIVE:
-            verdict, why = False, f"{why} {self._probes} times: batching given up"
-        self.outputs_per_row, self.per_row_reason = verdict, why
-        self._proven_at = (self.joined_batches, time.perf_counter())
+    @outputs_per_row.setter
+    def outputs_per_row(self, verdict: bool | None) -> None:
+        self.per_row.verdict = verdict
 
     def _call(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         if self._runner is None or self.run_timeout_s is None:
@@ -391,7 +376,7 @@ class Batcher:
             "failed_batches": self.failed_batches, "completed": self.completed,
             "failed": self.failed, "retried_batches": self.retried_batches,
             "timeouts": self.timeouts, "outputs_per_row": self.outputs_per_row,
-            "per_row_reason": self.per_row_reason, "per_row_probes": self._probes,
+            "per_row_reason": self.per_row.reason, "per_row_probes": self.per_row.probes,
             "alive": self._thread.is_alive() and self._dead is None,
             "policy_changes": len(self.policy_changes),
             "request_latency_ms": percentiles_ms(list(self._request_seconds)),

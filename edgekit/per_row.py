@@ -10,6 +10,7 @@ alone, as ``a ++ b`` and as ``b ++ a``; every joined row must be the row run alo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -33,6 +34,37 @@ def per_row_from_shapes(inputs: list[TensorSpec], outputs: list[TensorSpec]) -> 
         if isinstance(lead, int) and lead > 0 and lead != batch:
             return False
     return None
+
+
+RECHECK_BATCHES = 1000  # joined batches between proofs (4 runs each: < 0.5% of the runs)
+RECHECK_S = 60.0  # ... or this long, whichever comes first
+MAX_INCONCLUSIVE = 3  # probes that timed out before batching is given up
+
+
+class PerRowProof:
+    """The batcher's standing belief: ``verdict`` (None: not proven yet), ``reason`` (for
+    ``stats()``), the probes run; proven before the first batch, again when :meth:`due`."""
+
+    def __init__(self, inputs: list[TensorSpec], outputs: list[TensorSpec]) -> None:
+        self.verdict: bool | None = per_row_from_shapes(inputs, outputs)
+        self.reason = ("the manifest's output shapes do not follow the batch"
+                       if self.verdict is False else "not proven yet")
+        self.probes = 0
+        self._at = (0, time.perf_counter())  # (joined batches, time) of the last proof
+
+    def due(self, joined: int) -> bool:
+        batches, when = self._at
+        return self.verdict is None or bool(self.verdict) and (
+            joined - batches >= RECHECK_BATCHES or time.perf_counter() - when >= RECHECK_S)
+
+    def prove(self, run: Run, template: dict[str, np.ndarray], axes: dict[str, int],
+              joined: int) -> None:
+        self.probes += 1
+        verdict, why = probe_per_row(run, template, axes, seed=self.probes)
+        if verdict is None and self.probes >= MAX_INCONCLUSIVE:
+            verdict, why = False, f"{why} {self.probes} times: batching given up"
+        self.verdict, self.reason = verdict, why
+        self._at = (joined, time.perf_counter())
 
 
 def probe_rows(template: dict[str, np.ndarray], axes: dict[str, int], seed: int

@@ -153,9 +153,9 @@ def test_an_all_zeros_warm_up_does_not_make_a_batch_mixing_model_look_per_row(
 
 def test_a_per_row_model_is_proven_and_rechecked(hostile: dict[str, Path], tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from edgekit import batcher as batcher_module
+    from edgekit import per_row
 
-    monkeypatch.setattr(batcher_module, "RECHECK_BATCHES", 3)
+    monkeypatch.setattr(per_row, "RECHECK_BATCHES", 3)
     xs = inputs(120, seed=6)
     with edgekit.load(hostile["endless"], threads=1, max_batch=8, max_wait_ms=30,
                       power_root=str(tmp_path)) as model:  # 2 x after 1 trip: per-row
