@@ -24,7 +24,9 @@ from .context import Dataset
 from .interrupt import interruptible
 
 BATCH = 32
-CACHE_BYTES = 256 * 2**20  # outputs kept across calls at most (an entry over a quarter is not)
+# outputs kept across calls at most; an entry over half of it is not kept. A CTC recognizer's
+# logits over 64 samples are ~134 MB (64 x 64 steps x 8210 classes), a classifier's 0.3 MB.
+CACHE_BYTES = 512 * 2**20
 _outputs: OrderedDict[tuple[str, str, bool], list[np.ndarray]] = OrderedDict()
 _outputs_lock = threading.Lock()  # a caller's threads may share it
 
@@ -65,7 +67,7 @@ def run_dataset(model: str | Path | bytes | Any, data: Dataset,
             _outputs.move_to_end(key)
             return [v.copy() for v in kept]
     values = _run(session(model, exact_int8=exact_int8), data)
-    if sum(v.nbytes for v in values) <= CACHE_BYTES // 4:
+    if sum(v.nbytes for v in values) <= CACHE_BYTES // 2:
         with _outputs_lock:
             _outputs[key] = [v.copy() for v in values]
             while sum(a.nbytes for vs in _outputs.values() for a in vs) > CACHE_BYTES:

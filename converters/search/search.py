@@ -99,6 +99,7 @@ class Search:
             self.ratios = [check_ratio(r) for r in (config.prune_ratios or RATIOS)]
         self.methods = (list(CALIBRATION_METHODS) if config.method == "auto"
                         else [config.method])
+        self.unjudged: dict[str, str] = {}  # budget -> why the estimate cannot judge it
         self.checked = self._checked_budgets()
         self.candidates: list[Candidate] = []
         self.reference: list[np.ndarray] = []
@@ -148,7 +149,8 @@ class Search:
         for budget in budgets:
             if budget in self.checked:
                 self.checked = tuple(k for k in self.checked if k != budget)
-                self.base.warn(say(B.BUDGETS[budget][1]))
+                self.unjudged[budget] = say(B.BUDGETS[budget][1])
+                self.base.warn(self.unjudged[budget])
 
     # ------------------------------------------------------------------ run
     def run(self) -> None:
@@ -313,7 +315,7 @@ class Search:
         ranked = self.ranked()
         for cand in [c for c in ranked if c.verdict.fits]:
             if self._package(cand, ranked):
-                self.base.report(table(ranked, self.budgets, self.checked, cand))
+                self.base.report(table(ranked, self.budgets, self.checked, cand, self.unjudged))
                 return
         raise BudgetError(
             f"no build of {self.cache.run('data').source_info.get('name', 'the model')} fits the "
@@ -322,7 +324,7 @@ class Search:
             + (f"; prune ratios {[float(r) for r in self.skipped_ratios]} were skipped: "
                "sparsity saves storage only" if self.skipped_ratios else "")
             + f"; {self.lever}",
-            table(ranked, self.budgets, self.checked, None))
+            table(ranked, self.budgets, self.checked, None, self.unjudged))
 
     def _package(self, cand: Candidate, ranked: list[Candidate]) -> bool:
         """Package ``cand``; False (and no file left) when the written artifact is too big."""
@@ -373,7 +375,9 @@ class Search:
             return False
         cand.figures["storage_mb"] = round(written, 6)
         self.base.artifact_bytes = win.artifact_bytes
-        self.base.warnings[:] = win.warnings
+        # the winner's warnings, and what the search could not judge (said before it forked)
+        self.base.warnings[:] = win.warnings + [w for w in self.unjudged.values()
+                                                if w not in win.warnings]
         return True
 
 

@@ -26,12 +26,16 @@ def _cell(value: Any) -> str:
     return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
 
 
-def table(ranked: list[Any], budgets: Budgets, checked: tuple[str, ...], winner: Any) -> str:
-    """Ranked candidates with their figures; misses say which budget and by how much."""
+def table(ranked: list[Any], budgets: Budgets, checked: tuple[str, ...], winner: Any,
+          unchecked_because: dict[str, str] | None = None) -> str:
+    """Ranked candidates with their figures; misses say which budget and by how much.
+    ``unchecked_because``: why a budget left out of ``checked`` is (default: no cost model)."""
+    why = unchecked_because or {}
     limits = ", ".join(
         f"{k} <= {budgets.limits[k]:g} {BUDGETS[k][0]}"
         + (f" at {budgets.rate_hz:g}/s" if k == "power_w" else "")
-        + ("" if k in checked else " (not checked: no cost model)") for k in BUDGETS)
+        + ("" if k in checked else f" (not checked: {why.get(k, 'no cost model')})")
+        for k in BUDGETS)
     head = f"{'rank':>4}  {'candidate':<26}{'prune':>6} {'method':<11}{'float':>6}"
     head += "".join(f"{label:>12}" for _, label in COLUMNS) + "  result"
     lines = [f"budgets: {limits}", head]

@@ -155,7 +155,9 @@ class ModelWriter:
         model.operatorCodes = self._opcode_t
         model.subgraphs = [sub]
         model.buffers = self._buffers
-        size = sum(len(b.data) for b in self._buffers if b.data is not None)
+        # every buffer's bytes (float32 weights are 4 per element): a builder sized too small
+        # doubles and copies itself (8 of 16 s writing ddddocr's float LSTM weights)
+        size = sum(np.asarray(b.data).nbytes for b in self._buffers if b.data is not None)
         builder = flatbuffers.Builder(size + 65536)
         root = model.Pack(builder)
         builder.Finish(root, file_identifier=FILE_IDENTIFIER)

@@ -154,3 +154,38 @@ def test_a_build_with_an_if_ships_and_records_the_uncosted_share(tmp_path) -> No
     assert [o["op"] for o in section["uncosted"]["ops"]] == ["If"]
     assert section["uncosted"]["costed_as"] == "host-timed"
     assert any("timed on this host" in w for w in result.warnings)
+
+
+def heavy_if_model(width: int = 1024) -> onnx.ModelProto:
+    """Nearly all of the work inside an If: x -> ReduceSum -> Greater -> If(three MatMuls):
+    too little costed work outside it to scale the If's host time from."""
+    branch = [helper.make_node("MatMul", ["x" if i == 0 else f"m{i - 1}", f"k{i}"], [f"m{i}"])
+              for i in range(3)]
+    then = helper.make_graph(branch, "then", [],
+                             [helper.make_tensor_value_info("m2", TensorProto.FLOAT, [1, width])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, width])])
+    graph = helper.make_graph(
+        [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+         helper.make_node("Greater", ["s", "zero"], ["c"]),
+         helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+        "heavy", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, width])],
+        [weight(f"k{i}", width, width) for i in range(3)]
+        + [nh.from_array(np.array(-1e9, np.float32), "zero")])
+    return finish(graph)
+
+
+def test_a_budget_it_cannot_judge_is_said_not_failed(tmp_path) -> None:
+    from edgekit.converters import build
+
+    est = estimate(heavy_if_model(), "rpi4")
+    assert est.uncosted["host_share"] > 0.9 and not est.judges_latency
+    path = tmp_path / "heavy.onnx"
+    onnx.save(heavy_if_model(), str(path))
+    calib = RNG.standard_normal((32, 1, 1024)).astype(np.float32)
+    result = build(str(path), target="rpi4", calib={"x": calib}, output=tmp_path / "h.edgekit",
+                   formats=["onnx"], quiet=True, budgets={"latency_ms": 0.001})  # unmeetable
+    assert result.path.exists()
+    said = [w for w in result.warnings if w.startswith("cannot judge --max-latency-ms")]
+    assert said and "% of the graph" in said[0] and "If" in said[0]
