@@ -37,13 +37,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from edgekit.clip_counts import (
+    SAMPLE_VALUES,
+    channel_axis,
+    grid_range,
+    outside_counts,
+    sample_view,
+)
+
 if TYPE_CHECKING:
     from edgekit.manifest import Manifest, ModelEntry, TensorEntry
 
 DEFAULT_THRESHOLD = 0.01  # 1% more values clipped than the build's validation data had
-# per channel counted at most on one run (a strided sample of whole rows): on a 224x224x3
-# image 5 rows of 224 per channel, ~15 us here; shares build up over runs
-SAMPLE_VALUES = 1024
 INPUT_EVERY = 16  # inputs larger than a sample, not counted by the write: 1 observed run in 16
 # clipped runs of the LiteRT write counted (standing for the others) and observed runs whose
 # outputs are counted: 1 in 16 and 1 in 8 (~30 us a count on a 224x224x3 image here; a 3.4 ms
@@ -52,7 +57,6 @@ CLIP_EVERY = 16
 OUTPUT_EVERY = 8
 EXACT_RUNS = 64  # ... after the first 64 (a few images through `edgekit run`: all counted)
 MIN_VALUES = 512  # values per input/output counted before a warning can be given
-CHANNEL_AXES = {"NCHW": 1, "NHWC": 3, "NCW": 1, "NWC": 2}
 
 
 @dataclass(frozen=True)
@@ -73,90 +77,14 @@ class Watched:
         return self.baseline[channel] if channel < len(self.baseline) else self.baseline[0]
 
 
-def grid_range(quantization: Mapping[str, Any]) -> tuple[float, float, float] | None:
-    """(low, high, step) of the float values an int8/uint8/int16 grid holds, or None."""
-    scale = quantization.get("scale")
-    if not isinstance(scale, int | float) or isinstance(scale, bool) or not scale > 0:
-        return None
-    zero = int(quantization.get("zero_point", 0) or 0)
-    dtype = str(quantization.get("dtype") or ("uint8" if zero > 127 else "int8"))
-    try:
-        info = np.iinfo(np.dtype(dtype))
-    except (TypeError, ValueError):
-        return None
-    return float((info.min - zero) * scale), float((info.max - zero) * scale), float(scale)
-
-
-def channel_axis(layout: str, shape: Sequence[Any]) -> int | None:
-    """The channel axis a layout names, when the shape has it (else None: one channel)."""
-    axis = CHANNEL_AXES.get(layout or "")
-    return axis if axis is not None and axis < len(shape) else None
-
-
-def sample_view(array: np.ndarray, axis: int | None, limit: int = SAMPLE_VALUES) -> np.ndarray:
-    """A view of ``array`` with at most about ``limit`` values per channel: every k-th index
-    of its longest non-channel axis (whole rows: contiguous reads, not a scattered gather)."""
-    channels = array.shape[axis] if axis is not None else 1
-    per_channel = array.size // max(1, channels)
-    if per_channel <= limit or array.ndim == 0:
-        return array
-    others = [a for a in range(array.ndim) if a != axis]
-    longest = max(others, key=lambda a: array.shape[a])
-    stride = min(array.shape[longest], math.ceil(per_channel / limit))
-    index = [slice(None)] * array.ndim
-    index[longest] = slice(None, None, stride)
-    return array[tuple(index)]
-
-
-def outside_counts(array: np.ndarray, low: float, high: float, axis: int | None
-                   ) -> tuple[np.ndarray, int]:
-    """(values below ``low`` or above ``high`` per channel, values per channel): one mask
-    for all channels, then a count per channel plane (cheaper than an axis-tuple count)."""
-    mask = np.less(array, low)
-    mask |= np.greater(array, high)
-    if axis is None:
-        return np.array([np.count_nonzero(mask)], dtype=np.float64), array.size
-    channels = array.shape[axis]
-    index: list[Any] = [slice(None)] * array.ndim
-    counts = np.empty(channels, dtype=np.float64)
-    for c in range(channels):
-        index[axis] = c
-        counts[c] = np.count_nonzero(mask[tuple(index)])
-    return counts, array.size // max(1, channels)
-
-
-def at_limits_share(values: np.ndarray, low: float, high: float, step: float) -> float:
-    """Share of ``values`` within half a step of the grid's lowest or highest value."""
-    flat = np.asarray(values, dtype=np.float32).reshape(-1)
-    if not flat.size:
-        return 0.0
-    half = 0.5 * step
-    return (np.count_nonzero(flat <= low + half) + np.count_nonzero(flat >= high - half)
-            ) / flat.size
-
-
-def calibration_record(quantization: Mapping[str, Any] | None, layout: str,
-                       shape: Sequence[Any], values: np.ndarray | None,
-                       output: bool = False) -> dict[str, Any] | None:
-    """The manifest's ``calibration`` entry for one tensor (the host's package stage):
-    the range its int8 grid holds, the channel axis (inputs) and the share of ``values``
-    (the build's validation data, in the manifest's layout) outside it or at its limits."""
-    found = grid_range(quantization or {})
-    if found is None:
-        return None
-    low, high, step = found
-    record: dict[str, Any] = {"range": [low, high]}
-    if output:
-        if values is not None:
-            record["baseline"] = [round(at_limits_share(values, low, high, step), 6)]
-        return record
-    axis = channel_axis(layout, shape)
-    record["channel_axis"] = axis
-    if values is not None and np.size(values):
-        counts, per = outside_counts(np.asarray(values, np.float32), low, high, axis)
-        record["baseline"] = [round(float(c) / max(1, per), 6) for c in counts]
-        record["samples"] = int(np.shape(values)[0]) if np.ndim(values) else 1
-    return record
+def sample_weight(n: int, every: int) -> int:
+    """The weight of the ``n``-th run (1-based) when the first EXACT_RUNS are all counted
+    and then one in ``every``, standing for the ``every`` runs from it: 1, ``every`` or 0
+    (not counted). Weighting each counted run by what it stands for keeps the totals
+    unbiased when the inputs change over time (a denser early phase must not outweigh)."""
+    if n <= EXACT_RUNS:
+        return 1
+    return every if (n - EXACT_RUNS) % every == 1 or every == 1 else 0
 
 
 class InputCounter:
@@ -165,7 +93,7 @@ class InputCounter:
     every run, ``clipped_codes`` when something clipped) or by ``observe`` (sampled runs)."""
 
     __slots__ = ("tensor", "values", "clipped", "clipped_runs", "runs", "counted_by",
-                 "write_runs", "write_counted", "write_clipped")
+                 "write_runs", "write_clipped", "sparse_clipped", "sparse_counted")
 
     def __init__(self, tensor: Watched) -> None:
         self.tensor = tensor
@@ -174,10 +102,12 @@ class InputCounter:
         self.clipped_runs = 0  # observed runs that clipped
         self.runs = 0  # observed runs (the sampled path)
         self.counted_by = "sampled runs"
-        # the write path: every run that clipped, the ones counted, what those clipped
+        # the write path: every run that clipped; what the first EXACT_RUNS of them clipped;
+        # what the ones counted after those clipped, and how many were counted
         self.write_runs = 0
-        self.write_counted = 0
         self.write_clipped = np.zeros(tensor.channels, dtype=np.float64)
+        self.sparse_clipped = np.zeros(tensor.channels, dtype=np.float64)
+        self.sparse_counted = 0
 
     def axis_of(self, array: np.ndarray) -> int | None:
         """The channel axis of ``array``: the manifest's, or the last one for an input
@@ -205,27 +135,53 @@ class InputCounter:
     def clipped_codes(self, scaled: np.ndarray, low: float, high: float) -> None:
         """The LiteRT write found values outside its codes [low, high] (``scaled`` is the
         input divided by its scale, before the clip): count them per channel on one such
-        run in CLIP_EVERY; the others count as the mean of the counted ones."""
+        run in CLIP_EVERY after the first EXACT_RUNS (their mean stands for the runs of that
+        phase: the early, dense phase does not outweigh it)."""
         self.write_runs += 1
-        if self.write_runs <= EXACT_RUNS or self.write_runs % CLIP_EVERY == 1:
+        weight = sample_weight(self.write_runs, CLIP_EVERY)
+        if weight:
             try:
-                self.write_clipped += self._count(scaled, low, high)
-                self.write_counted += 1
+                counts = self._count(scaled, low, high)
             except Exception:  # noqa: BLE001 - the watch must never fail a run
-                pass
+                return
+            if weight == 1 and self.write_runs <= EXACT_RUNS:
+                self.write_clipped += counts
+            else:
+                self.sparse_clipped += counts
+                self.sparse_counted += 1
 
-    def observe(self, array: np.ndarray) -> None:
+    def observe(self, array: np.ndarray, weight: int = 1) -> None:
+        """One sampled run, standing for ``weight`` runs."""
         self.runs += 1
-        self.values += array.size
+        self.values += array.size * weight
         counts = self._count(array, self.tensor.low, self.tensor.high)
-        self.clipped += counts
+        self.clipped += weight * counts
+        self.clipped_runs += bool(counts.any())
+
+    def observe_pixels(self, frame: np.ndarray, clips: np.ndarray, weight: int = 1) -> None:
+        """A uint8 camera frame (channels last) that went through the LiteRT pixel table:
+        ``clips`` [C, 256] marks the pixel values the table clips, counted on a sample of
+        pixels."""
+        channels = clips.shape[0]
+        pixels = frame.reshape(-1, channels)
+        stride = max(1, math.ceil(pixels.shape[0] / SAMPLE_VALUES))
+        sample = pixels[::stride]
+        counts = np.array([np.count_nonzero(clips[c].take(sample[:, c]))
+                           for c in range(channels)], dtype=np.float64)
+        scaled = counts * (pixels.shape[0] / max(1, sample.shape[0]))
+        if scaled.size != self.clipped.size:
+            scaled = np.full(self.clipped.size, scaled.sum() / max(1, self.clipped.size))
+        self.runs += 1
+        self.values += frame.size * weight
+        self.clipped += weight * scaled
         self.clipped_runs += bool(counts.any())
 
     def shares(self) -> list[float]:
         per = self.values / max(1, self.tensor.channels)
-        clipped = self.clipped
-        if self.write_counted:
-            clipped = clipped + self.write_clipped * (self.write_runs / self.write_counted)
+        clipped = self.clipped + self.write_clipped
+        if self.sparse_counted:
+            clipped = clipped + self.sparse_clipped * (
+                (self.write_runs - EXACT_RUNS) / self.sparse_counted)
         return [float(c) / per if per else 0.0 for c in clipped]
 
 
@@ -239,14 +195,14 @@ class OutputCounter:
         self.values = 0
         self.at_limits = 0
 
-    def observe(self, array: np.ndarray) -> None:
+    def observe(self, array: np.ndarray, weight: int = 1) -> None:
         flat = array.reshape(-1)
         if flat.size > SAMPLE_VALUES:
             flat = flat[::math.ceil(flat.size / SAMPLE_VALUES)]
         half = 0.5 * self.tensor.step
-        self.at_limits += (np.count_nonzero(flat <= self.tensor.low + half)
-                           + np.count_nonzero(flat >= self.tensor.high - half))
-        self.values += flat.size
+        self.at_limits += weight * (np.count_nonzero(flat <= self.tensor.low + half)
+                                    + np.count_nonzero(flat >= self.tensor.high - half))
+        self.values += weight * flat.size
 
     def share(self) -> float:
         return self.at_limits / self.values if self.values else 0.0
@@ -290,19 +246,36 @@ class DriftWatch:
         outputs. Never raises: a failure is counted in ``errors``."""
         try:
             self._observed += 1
+            n = self._observed
             if feeds is not None and self._sampled:
-                every = self._observed <= EXACT_RUNS or self._observed % INPUT_EVERY == 1
+                large = sample_weight(n, INPUT_EVERY)
                 for counter in self._sampled:
                     value = feeds.get(counter.tensor.name)
-                    if value is not None and value.dtype.kind == "f" and (
-                            every or value.size <= SAMPLE_VALUES):
-                        counter.observe(value)
-            if self._observed <= EXACT_RUNS or self._observed % OUTPUT_EVERY == 1:
+                    if value is None or value.dtype.kind != "f":
+                        continue
+                    weight = 1 if value.size <= SAMPLE_VALUES else large
+                    if weight:
+                        counter.observe(value, weight)
+            weight = sample_weight(n, OUTPUT_EVERY)
+            if weight:
                 for counter, value in zip(self.outputs, results, strict=False):
                     if counter is not None:
-                        counter.observe(value)
+                        counter.observe(value, weight)
         except Exception:  # noqa: BLE001 - the watch must never fail a run
             self.errors += 1
+
+    def observe_pixels(self, name: str, frame: np.ndarray, clips: np.ndarray | None,
+                       results: Sequence[np.ndarray]) -> None:
+        """A camera frame's run through the LiteRT pixel table (``Model.predict_pixels``):
+        the frame counted on the same sampled runs as other inputs, and the outputs."""
+        counter = self.inputs.get(name)
+        weight = sample_weight(self._observed + 1, INPUT_EVERY)  # observe() counts the run
+        if clips is not None and counter is not None and weight:
+            try:
+                counter.observe_pixels(frame, clips, weight)
+            except Exception:  # noqa: BLE001 - the watch must never fail a run
+                self.errors += 1
+        self.observe(None, results)
 
     def warnings(self) -> list[str]:
         """One line per input channel or output whose share exceeds its build baseline by

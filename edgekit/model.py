@@ -382,8 +382,10 @@ class Model:
             t0 = perf_counter()
             results = pixels(frame, spec)
             self._recorder.add(t0, perf_counter(), 1, backend.options.threads)
-            if self._drift is not None:  # the table lookup clips nothing new: outputs
-                self._drift.observe(None, results)
+            if self._drift is not None:  # the frame's pixels the table clips, the outputs
+                self._drift.observe_pixels(self.inputs[0].name, frame,
+                                           getattr(backend, "pixel_clips", lambda: None)(),
+                                           results)
             return self.session.format_outputs(results)
         return self.predict(self._frame_feed(frame))
 

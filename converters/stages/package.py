@@ -14,7 +14,7 @@ import numpy as np
 import edgekit
 from edgekit.artifact import TEST_VECTORS, encode_test_vectors, sha256_bytes, write_artifact
 from edgekit.backends import BackendOptions, TensorSpec, backends_for
-from edgekit.drift import calibration_record
+from edgekit.clip_counts import calibration_record
 from edgekit.errors import InternalError
 
 from ..builder import builder

@@ -190,6 +190,10 @@ class _TFLiteBackend(Backend):
         """True when ``run_pixels`` can take uint8 frames for this model's single input."""
         return len(self._in) == 1 and self._in[0].pixel_table(spec) is not None
 
+    def pixel_clips(self) -> np.ndarray | None:
+        """[C, 256]: the pixel values ``run_pixels``' table clips (the drift watch's)."""
+        return self._in[0].pixel_clips if self._in else None
+
     def run_pixels(self, frame: np.ndarray, spec: dict[str, Any]) -> list[np.ndarray]:
         """A uint8 camera frame (NHWC, batch 1) straight to the int8 input: one table
         lookup, the same codes ``preprocess.normalize`` + quantization give."""

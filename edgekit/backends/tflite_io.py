@@ -70,6 +70,8 @@ class InputPlan:
     _buffer: np.ndarray | None = field(default=None, repr=False)
     _codes: np.ndarray | None = field(default=None, repr=False)  # int8 codes, caller's layout
     _table: np.ndarray | None = field(default=None, repr=False)  # [C, 256] int8 codes
+    # [C, 256]: the pixel values the table clips (the drift watch counts frames with it)
+    pixel_clips: np.ndarray | None = field(default=None, repr=False)
     # per-call constants as numpy scalars, made once: np.iinfo and np.clip's Python-level
     # checks cost more than the arithmetic on a digits-size input
     _consts: tuple[np.float32, ...] = field(default=(), repr=False)
@@ -199,6 +201,8 @@ class InputPlan:
         real = np.broadcast_to(real, (256, channels))
         codes = np.empty((256, channels), self.dtype)
         self.write_flat(real, codes)
+        scale, lo, hi, _ = self._consts
+        self.pixel_clips = np.ascontiguousarray(((real / scale < lo) | (real / scale > hi)).T)
         self._table = np.ascontiguousarray(codes.T)  # [C, 256]
         return self._table
 

@@ -59,7 +59,7 @@ def command(artifact: str, images: tuple[str, ...], k: int, threads: int | str,
             as_json: bool, drift_threshold: float = 0.01) -> None:
     """Run ARTIFACT on IMAGES (files, or folders of them), preprocessed as the manifest's
     input spec says (what the model was calibrated on); print the top-k classes of a
-    classifier."""
+    classifier. Warns on stderr when the images drift outside the calibrated range."""
     import edgekit
     from edgekit.errors import UserError
     from edgekit.inspect import artifact_labels

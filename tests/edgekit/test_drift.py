@@ -190,3 +190,44 @@ def test_a_channel_is_found_in_either_layout() -> None:
     counter.observe(nchw)
     counter.observe(np.ascontiguousarray(nchw.transpose(0, 2, 3, 1)))  # the NHWC form
     assert counter.shares() == pytest.approx([0.0, 0.25, 0.0], abs=0.02)
+
+
+def test_camera_frames_through_the_pixel_table_are_counted(dim_artifact: Path) -> None:
+    """predict(uint8 frame) on LiteRT skips the float write (one table lookup): the watch
+    counts the pixel values the table clips."""
+    if "litert" not in BACKENDS:
+        pytest.skip("LiteRT is not installed")
+    x, _ = dim_images()
+    frames = np.clip(np.rint(x.transpose(0, 2, 3, 1) * 255 * 2), 0, 255).astype(np.uint8)
+    with edgekit.load(dim_artifact, backend="litert") as model:
+        for frame in frames[:200] // 2:  # the brightness it was calibrated on
+            model.predict(frame)
+        assert model.stats()["drift"]["inputs"]["x"]["share"] == 0.0
+        for frame in frames[:200]:  # twice as bright: the top half of the range clips
+            model.predict(frame)
+        stats = model.stats()["drift"]
+    expected = float(np.mean(frames[:200] > 128)) / 2  # over all 400 frames
+    assert stats["inputs"]["x"]["share"] == pytest.approx(expected, rel=0.15)
+    assert len(stats["warnings"]) == 3 and "channel 1" in stats["warnings"][1]
+
+
+def test_sampled_counts_stay_unbiased_when_the_inputs_change() -> None:
+    """After the first 64 runs only some are counted; each stands for the runs it samples,
+    so a change late in a long run weighs as much as it lasted."""
+    from edgekit.drift import INPUT_EVERY, InputCounter, Watched, sample_weight
+
+    tensor = Watched("x", 0.0, 1.0, 1 / 255, channel_axis=1, channels=1)
+    half = np.zeros((1, 1, 64, 64), np.float32)
+    half[:, :, :32] = 2.0  # half the values out of range
+    write, sampled = InputCounter(tensor), InputCounter(tensor)
+    for run in range(800):
+        drifted = run >= 400
+        write.values += half.size  # the LiteRT write: every run's values ...
+        if drifted:
+            write.clipped_codes(half, 0.0, 1.0)  # ... and each run that clipped
+    for run in range(800):  # the sampled path: 1 in 16 after the first 64, weighted
+        weight = sample_weight(run + 1, INPUT_EVERY)
+        if weight:
+            sampled.observe(half if run >= 400 else np.zeros_like(half), weight)
+    assert write.shares() == pytest.approx([0.25], abs=0.01)
+    assert sampled.shares() == pytest.approx([0.25], abs=0.02)

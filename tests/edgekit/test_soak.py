@@ -23,7 +23,9 @@ from .test_power_sensors import ina_tree
 @pytest.fixture
 def heating_pi4(tmp_path: Path) -> Iterator[Path]:
     root = pi4_tree(tmp_path / "pi4", temp_mc=70000)
-    heater = Heater(root)
+    # 60 C per CPU second: even a process starved to 5% of a core on a shared machine
+    # passes 80 C within the 5 s soak (at a full core it does within the first interval)
+    heater = Heater(root, c_per_cpu_s=60.0)
     heater.thread.start()
     yield root
     heater.stop.set()
@@ -49,11 +51,12 @@ def test_the_soak_sees_the_board_heat_and_throttle(digits_artifact: Path, heatin
     # the machine running the tests is shared: an interval may pass with the process starved
     assert len(intervals) >= 19 and sum(i["runs"] > 0 for i in intervals) >= len(intervals) - 4
     temps = [i["temperature_c"] for i in intervals]
-    assert temps[-1] > temps[0] + 5 and max(temps) >= HOT_C
+    assert temps[0] < max(temps) and max(temps) >= HOT_C
     first = next(i for i in intervals if i["throttling"])
+    cool = intervals[:intervals.index(first)]  # before it: no flag, the full clock
+    assert all(i["throttle"] == "0x0" and i["cpu_mhz"] == 1500.0 for i in cool)
     assert first["throttle"] == "0x60006" and "throttled" in first["throttle_flags"]
-    assert first["cpu_mhz"] <= 1000.0 and intervals[0]["cpu_mhz"] == 1500.0
-    assert not intervals[0]["throttling"] and intervals[0]["throttle"] == "0x0"
+    assert first["cpu_mhz"] < 1500.0  # the mean of 4 cores, read while the heater steps them
     assert summary["throttling_seen_at_s"] == first["end_s"]
     assert summary["min_cpu_mhz"] <= 1000.0 and summary["max_temperature_c"] == max(temps)
     timed = [i for i in intervals if i["p95_ms"] is not None]
@@ -89,7 +92,8 @@ def test_a_fixed_rate_and_measured_energy(digits_artifact: Path, tmp_path: Path,
     root = ina_tree(tmp_path / "ina", microwatts=4000000)
     report = soak(capsys, digits_artifact, root, tmp_path / "r.svg", "--rate", "40")
     runs = sum(i["runs"] for i in report["intervals"])
-    assert 170 <= runs <= 205  # 40/s for 5 s
+    # 40/s for 5 s: paced, not flat out (thousands); a starved process may fall behind
+    assert 120 <= runs <= 205
     assert report["summary"]["throttling_seen_at_s"] is None
     assert {i["energy_source"] for i in report["intervals"]} == {
         "hwmon ina226 (hwmon2/power1_input)"}
