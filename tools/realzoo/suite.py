@@ -70,6 +70,8 @@ def classify(code: int | None, text: str) -> tuple[str, str, str]:
         return ("estimator refusal" if estimator else "user error"), line, stage
     if code == 3:
         return "budget refusal", line, stage
+    if code < 0:  # killed by a signal: a native library crashed (no Python error to show)
+        return f"crash (signal {-code})", line, stage
     return f"exit {code}", line, stage
 
 

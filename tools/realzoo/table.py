@@ -48,6 +48,7 @@ def summary(rows: list[Row]) -> dict[str, object]:
             "budget_refusals": sum(r.get("kind") == "budget refusal" for r in rows),
             "user_errors": sum(r.get("kind") == "user error" for r in rows),
             "timeouts": sum(r.get("kind") == "timeout" for r in rows),
+            "crashes": sum(str(r.get("kind", "")).startswith("crash") for r in rows),
             "shipped": len(shipped),
             "int8_tflite_no_float_op": len(clean),
             "int8_tflite_no_float_op_pct": round(100 * len(clean) / max(1, count), 1),
@@ -57,7 +58,8 @@ def summary(rows: list[Row]) -> dict[str, object]:
 def summary_text(s: dict[str, object]) -> str:
     return (f"{s['models']} models: {s['shipped']} shipped, {s['internal_errors']} internal "
             f"errors, {s['estimator_refusals']} estimator refusals, {s['budget_refusals']} "
-            f"budget refusals, {s['user_errors']} user errors, {s['timeouts']} timeouts; "
+            f"budget refusals, {s['user_errors']} user errors, {s['crashes']} crashes, "
+            f"{s['timeouts']} timeouts; "
             f"{s['int8_tflite_no_float_op']}/{s['models']} ({s['int8_tflite_no_float_op_pct']}%) "
             f"ship an int8 .tflite with no float compute op; emulate --target rpi4 passes "
             f"{s['emulate_pass']}/{s['shipped']} shipped")
