@@ -36,6 +36,23 @@ def default_opset(model: Any) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
+def merge_opset_imports(model: Any) -> int:
+    """One ``opset_import`` entry per domain, the highest version kept (skl2onnx can write the
+    default domain twice; onnxruntime's quantizer then stops at "Failed to find proper
+    ai.onnx domain"). Returns how many entries went."""
+    best: dict[str, int] = {}
+    for entry in model.opset_import:
+        domain = "" if entry.domain == "ai.onnx" else entry.domain
+        best[domain] = max(best.get(domain, 0), entry.version)
+    dropped = len(model.opset_import) - len(best)
+    if dropped:
+        from onnx import helper
+
+        del model.opset_import[:]
+        model.opset_import.extend(helper.make_opsetid(d, v) for d, v in best.items())
+    return dropped
+
+
 def axes_of(node: Any, constants: Mapping[str, np.ndarray]) -> list[int] | None:
     """The ``axes`` of a Reduce*/Squeeze/Unsqueeze node in either form: the attribute, or
     the constant second input (``constants``: initializer arrays by name). None: not given

@@ -14,6 +14,7 @@ from ..context import BuildContext
 from ..graph_names import name_nodes
 from ..io_spec import describe_io, refuse_scalar_outputs
 from ..map_outputs import unzip_map_outputs
+from ..opset import default_opset, merge_opset_imports
 from ..pipeline import Stage
 
 MIN_OPSET = 13  # per-channel QDQ (axis on QuantizeLinear/DequantizeLinear) needs opset 13
@@ -92,7 +93,8 @@ class LoadOnnx(Stage):
         except onnx.checker.ValidationError as exc:
             first = str(exc).strip().splitlines()[0]
             raise ModelFormatError(f"{path}: invalid ONNX model: {first}") from exc
-        opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+        merge_opset_imports(model)  # skl2onnx may name the default domain twice
+        opset = default_opset(model)
         if opset < MIN_OPSET:
             from onnx import version_converter
 

@@ -205,3 +205,22 @@ def nested_branches(path: Path) -> Path:
     onnx.checker.check_model(model, full_check=True)
     onnx.save(model, str(path))
     return path
+
+
+def twice_declared_opset(path: Path, features: int = 16, classes: int = 3) -> Path:
+    """A dense classifier whose model names the default domain twice in ``opset_import``, as
+    skl2onnx wrote scikit-learn's LogisticRegression for the real-model suite."""
+    rng = np.random.default_rng(4)
+    widths = (features, classes)
+    inits = _dense(rng, "d0", features, classes)
+    nodes = [*_mlp_nodes("X", widths),
+             helper.make_node("Softmax", ["add0"], ["probabilities"], name="softmax", axis=1)]
+    graph = helper.make_graph(
+        nodes, "logreg", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, features])],
+        [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, [None, classes])],
+        initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("ai.onnx.ml", 1),
+                                                    helper.make_opsetid("", 17)])
+    onnx.save(model, str(path))
+    return path

@@ -18,7 +18,7 @@ from edgekit.targets import load_profile
 
 import edgekit
 
-from .graphs import byte_classifier, zipmap_mlp
+from .graphs import byte_classifier, twice_declared_opset, zipmap_mlp
 
 
 def test_an_int32_byte_input_classifier_builds_and_matches_float(tmp_path):
@@ -63,3 +63,20 @@ def test_a_zipmap_mlp_quantizes_with_its_probabilities_as_a_tensor(tmp_path):
     want = np.array([[m[k] for k in range(3)] for m in maps], np.float32)
     assert np.abs(probs - want).max() < 0.05  # the tensor the maps held, column k = label k
     assert (np.concatenate([g[0] for g in got]) == label).mean() >= 7 / 8
+
+
+def test_a_model_naming_the_default_domain_twice_builds(tmp_path):
+    """skl2onnx's LogisticRegression graph: onnxruntime's quantizer stopped at "Failed to find
+    proper ai.onnx domain" on its two default-domain opset entries."""
+    source = twice_declared_opset(tmp_path / "logreg.onnx")
+    x = np.random.default_rng(5).standard_normal((48, 16)).astype(np.float32)
+    np.savez(tmp_path / "x.npz", X=x)
+    result = build(str(source), target="rpi4", calib=str(tmp_path / "x.npz"), quiet=True,
+                   output=tmp_path / "logreg.edgekit", guard_time=0, formats=["onnx"])
+    want = ort.InferenceSession(str(source)).run(None, {"X": x[:8]})[0]
+    model = edgekit.load(str(result.path))
+    try:
+        got = np.concatenate([model.predict(x[i:i + 1]) for i in range(8)])
+    finally:
+        model.close()
+    assert (got.argmax(1) == want.argmax(1)).mean() >= 7 / 8
