@@ -36,8 +36,11 @@ def slow_model(path) -> None:
 def interrupt_during(stage: str, args: list[str], after_s: float = 0.5) -> tuple[float, int, str]:
     """Run ``edgekit ARGS``, send SIGINT ``after_s`` into ``stage``; (seconds from the signal
     to the exit, exit code, stderr)."""
+    # Ctrl-C as a terminal delivers it: a job started with `&` by a script inherits SIGINT
+    # ignored, and Python then installs no handler for it
     proc = subprocess.Popen([sys.executable, "-m", "edgekit.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines: list[str] = []
     started = threading.Event()
 
