@@ -121,9 +121,10 @@ def jittered(model: Any) -> Any:
     return copy
 
 
-def jitter_moves(model: Any, feeds: dict[str, np.ndarray], outputs: list[str]
-                 ) -> dict[str, np.ndarray]:
-    """Per output, |jittered - recorded| on ``feeds`` (one sample at a time) in the output's
+def jitter_moves(model: Any, feeds: dict[str, np.ndarray], outputs: list[str],
+                 batched: bool = True) -> dict[str, np.ndarray]:
+    """Per output, |jittered - recorded| on ``feeds`` (one sample at a time along axis 0, or
+    as they are when not ``batched``: inputs with samples on another axis) in the output's
     own units, both on the host's exact int8 path."""
     from ..runner import session
 
@@ -133,7 +134,7 @@ def jitter_moves(model: Any, feeds: dict[str, np.ndarray], outputs: list[str]
     base = session(model.SerializeToString(), threads=1, exact_int8=True)
     moved = session(nudged.SerializeToString(), threads=1, exact_int8=True)
     names = [n for n in outputs if n in {o.name for o in base.get_outputs()}]
-    count = len(next(iter(feeds.values())))
+    count = len(next(iter(feeds.values()))) if batched else 1
     found: dict[str, list[np.ndarray]] = {n: [] for n in names}
     for i in range(count):
         sample = {k: v[i:i + 1] for k, v in feeds.items()} if count > 1 else feeds

@@ -105,7 +105,8 @@ def vector_tolerances(ctx: BuildContext, vectors: dict[str, np.ndarray],
     transposed = any(n.op_type == "ConvTranspose" for n in graph.graph.node)
     bounds: dict[str, Any] = {}
     float_steps: dict[str, float] = {}
-    moves = jitter_moves(graph, feeds, [spec["name"] for spec in ctx.outputs])
+    moves = jitter_moves(graph, feeds, [spec["name"] for spec in ctx.outputs],
+                         batched=not ctx.val.axes)
     for spec in ctx.outputs:
         name = spec["name"]
         for entry in ctx.models:

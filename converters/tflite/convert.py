@@ -65,7 +65,8 @@ def convert(model: onnx.ModelProto, keep_float: set[str] | frozenset[str] = froz
     def rewrite(copy: onnx.ModelProto) -> None:
         halves.update(fold_fp16_weights(copy))  # fp16 layers' weights (tflite/fp16.py)
         if output_ranges:
-            quantize_outputs(copy, output_ranges, int8_ops, keep)
+            # (no output pair after any node the guard kept float: its output precision)
+            quantize_outputs(copy, output_ranges, int8_ops, set(keep_float))
         quantize_recurrent_moves(copy, keep)  # movers around LSTM/GRU on integer tensors
         fill_qdq(copy, int8_ops, keep)
 
