@@ -83,6 +83,7 @@ class GuardOutcome:
     seconds: float = 0.0       # not in the manifest (bytes stay the same)
     rungs: tuple[str, ...] = ("int8", "float")
     ranking: list[Any] = field(default_factory=list)
+    failed_rungs: list[dict[str, Any]] = field(default_factory=list)  # a rung's rewrite that did not load
 
     @property
     def met(self) -> Attempt | None:
@@ -98,7 +99,8 @@ class GuardOutcome:
                                                      "rebuilds": len(self.attempts)},
                "tensors_ranked": self.ranked, "met": self.met is not None, "hopeless": self.hopeless,
                "ranking": [s.to_dict() for s in self.ranking[:8]],
-               "attempts": [a.to_dict() for a in self.attempts]}
+               "attempts": [a.to_dict() for a in self.attempts],
+               **({"failed_rungs": self.failed_rungs} if self.failed_rungs else {})}
         if self.ceiling is not None:
             out["ceiling"] = self.ceiling.evidence.to_dict(budget)
         return out
@@ -198,8 +200,17 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
             for rung in rungs_for(plan, outcome.rungs):
                 if len(outcome.attempts) >= config.guard_steps or cut():
                     break
-                path = rebuild(ctx, method, nodes, k, rung)
-                score = scorer.score(path)[1]
+                try:
+                    path = rebuild(ctx, method, nodes, k, rung)
+                    score = scorer.score(path)[1]
+                except Exception as exc:  # noqa: BLE001 - a rung that cannot rewrite this graph: the next rung
+                    if rung == "float":
+                        raise
+                    outcome.failed_rungs.append({"rung": rung, "nodes": len(nodes),
+                                                 "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
+                    ctx.warn(f"accuracy guard: the {rung} rung failed on {len(nodes)} node(s) "
+                             f"({type(exc).__name__}); trying the next rung")
+                    continue
                 attempt = Attempt([p.tensor for p in plan], nodes, path, score, acceptable(score), rung,
                                   scorer.task.budget(ctx.profile)[0])
                 outcome.attempts.append(attempt)

@@ -130,7 +130,9 @@ class Validate(Stage):
             table[method]["task_drop"] = scores[method].drop
         method = choose(table, scores, len(ctx.val))
         ctx.evidence = {}
-        ctx.validation = {"reference_ptq": self._reference(ctx, scorer)} if not ctx.val.synthetic else {}
+        # a plain build's decision has its reference; a budget search's candidates are not judged so
+        plain = not (ctx.val.synthetic or ctx.config.search or ctx.config.budgets)
+        ctx.validation = {"reference_ptq": self._reference(ctx, scorer)} if plain else {}
         for name, metrics in table.items():
             mark = "*" if name == method else " "
             acc = (f" acc {metrics['accuracy_float']:.2%} -> {metrics['accuracy_int8']:.2%}"
