@@ -225,7 +225,7 @@ class Batcher:
                 return
             self._inflight = [first]
             if not self._one_per_batch and self.per_row.due(self.joined_batches):
-                with self.session.recorder.uncounted():  # a probe, not requests: no samples
+                with self.session.probing():  # a probe, not requests: no samples, no drift
                     self.per_row.prove(self._call, first.feeds, self._axes, self.joined_batches)
             policy = self.current_policy()
             joinable = self.outputs_per_row and not self._one_per_batch

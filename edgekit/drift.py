@@ -30,8 +30,9 @@ every thread that runs the model: statistics, not ledgers (a race may lose a cou
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -93,7 +94,7 @@ class InputCounter:
     every run, ``clipped_codes`` when something clipped) or by ``observe`` (sampled runs)."""
 
     __slots__ = ("tensor", "values", "clipped", "clipped_runs", "runs", "counted_by",
-                 "write_runs", "write_clipped", "sparse_clipped", "sparse_counted")
+                 "write_runs", "write_clipped", "sparse_clipped", "sparse_counted", "paused")
 
     def __init__(self, tensor: Watched) -> None:
         self.tensor = tensor
@@ -108,6 +109,7 @@ class InputCounter:
         self.write_clipped = np.zeros(tensor.channels, dtype=np.float64)
         self.sparse_clipped = np.zeros(tensor.channels, dtype=np.float64)
         self.sparse_counted = 0
+        self.paused = False  # runs that are not inputs (the batcher's probe): not counted
 
     def axis_of(self, array: np.ndarray) -> int | None:
         """The channel axis of ``array``: the manifest's, or the last one for an input
@@ -219,6 +221,21 @@ class DriftWatch:
         self._sampled = list(self.inputs.values())  # inputs the backend's write does not count
         self._observed = 0
         self.errors = 0
+        self._paused = False
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Runs inside are not the device's inputs (the batcher's per-row probe runs random
+        rows): neither the sampled path nor the LiteRT write counts them."""
+        self._paused = True
+        for counter in self.inputs.values():
+            counter.paused = True
+        try:
+            yield
+        finally:
+            self._paused = False
+            for counter in self.inputs.values():
+                counter.paused = False
 
     @classmethod
     def for_model(cls, spec: Manifest, entry: ModelEntry,
@@ -244,6 +261,8 @@ class DriftWatch:
                 ) -> None:
         """One run's inputs (when not counted by the write; one run in INPUT_EVERY) and
         outputs. Never raises: a failure is counted in ``errors``."""
+        if self._paused:
+            return
         try:
             self._observed += 1
             n = self._observed
@@ -317,7 +336,7 @@ class DriftWatch:
                 "values": int(c.values), "clipped_runs": int(c.clipped_runs + c.write_runs),
                 "counted_by": c.counted_by}
         outputs = {c.tensor.name: {"range": [c.tensor.low, c.tensor.high],
-                                   "at_limits": round(c.share(), 6),
+                                   "at_limits": round(float(c.share()), 6),
                                    "baseline": round(c.tensor.baseline_of(0), 6),
                                    "values": int(c.values)}
                    for c in self.outputs if c is not None}

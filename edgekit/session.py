@@ -7,9 +7,10 @@ Also ``RuntimeOptions``: every option ``edgekit.load`` takes, in one frozen reco
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from time import perf_counter
 from typing import Any, Protocol
@@ -127,6 +128,8 @@ class SessionLike(Protocol):
     def prepare_feeds(self, x: np.ndarray | dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
 
     def run_feeds(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]: ...
+
+    def probing(self) -> contextlib.AbstractContextManager[None]: ...
 
     def format_outputs(self, results: list[np.ndarray]
                        ) -> np.ndarray | dict[str, np.ndarray]: ...
@@ -272,6 +275,14 @@ class Session:
         if drift is not None:
             drift.observe(feeds, results)
         return results
+
+    @contextlib.contextmanager
+    def probing(self) -> Iterator[None]:
+        """Runs inside are the runtime's own probes, not the device's requests: the recorder
+        keeps them out of the samples and the drift watch out of its counts."""
+        with self.recorder.uncounted(), (self.drift.paused() if self.drift is not None
+                                         else contextlib.nullcontext()):
+            yield
 
     def format_outputs(self, results: list[np.ndarray]) -> np.ndarray | dict[str, np.ndarray]:
         if len(results) == 1:

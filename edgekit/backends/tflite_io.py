@@ -146,6 +146,8 @@ class InputPlan:
         np.divide(array, scale, out=buf, casting="unsafe")
         flat = buf.reshape(-1)
         watch = self.watch
+        if watch is not None and watch.paused:
+            watch = None
         if watch is not None:
             watch.values += flat.size
         if flat.size and not (lo <= _min(flat) and _max(flat) <= hi):  # out of range, NaN, inf
