@@ -353,7 +353,11 @@ def enforce_accuracy(ctx: BuildContext) -> None:
         metrics, score = scorer.score(chosen.path)
         record_choice(ctx, chosen.path, method, metrics, score, scorer.task, candidates)
         widened = set(chosen.nodes) if chosen.rung in ("fp16", "float") else set()
-        ctx.quantization["keep_float"] = sorted(set(config.keep_float) | widened)
+        # the packed outputs' Concats stay float too (split_packed.py): the writer must not
+        # give the packed output one int8 scale again (YOLOv8n kept 26% of its detections)
+        split = {p["concat_kept_float"] for p in ctx.quantization.get("packed_outputs") or []
+                 if p.get("concat_kept_float")}
+        ctx.quantization["keep_float"] = sorted(set(config.keep_float) | widened | split)
         ctx.quantization["mixed_precision"] = {"rung": chosen.rung, "nodes": chosen.nodes}
     else:
         record_choice(ctx, ctx.quant_path, method, first_metrics, first, scorer.task, candidates)

@@ -37,9 +37,30 @@ EXACT_INT8 = BYTE_MOVERS | Q_COMMUTES | {"GlobalAveragePool", "ReduceMean", "Ave
 def honoured_keep_float(model: onnx.ModelProto, keep_float: set[str] | frozenset[str]
                         ) -> set[str]:
     """The names of ``keep_float`` the writer keeps float: all but those of EXACT_INT8 ops
-    (which run int8 only where the graph quantizes their inputs and outputs anyway)."""
-    kinds = {n.name: n.op_type for n in model.graph.node}
-    return {name for name in keep_float if kinds.get(name) not in EXACT_INT8}
+    (which run int8 only where the graph quantizes their inputs and outputs anyway). An
+    EXACT_INT8 op that reaches a graph output through such ops alone, with no Q between,
+    stays float: nothing quantizes after it (the packed-output split's Concat, kept float
+    so that boxes and class scores keep their own scales: split_packed.py)."""
+    graph = model.graph
+    kinds = {n.name: n.op_type for n in graph.node}
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for n in graph.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    outputs = {o.name for o in graph.output}
+
+    def reaches_output(node: onnx.NodeProto, depth: int = 0) -> bool:
+        for out in node.output:
+            if out in outputs:
+                return True
+            for user in consumers.get(out, []):
+                if depth < 8 and user.op_type in EXACT_INT8 and reaches_output(user, depth + 1):
+                    return True
+        return False
+
+    by_name = {n.name: n for n in graph.node}
+    return {name for name in keep_float if kinds.get(name) not in EXACT_INT8
+            or (name in by_name and reaches_output(by_name[name]))}
 
 
 def fill_qdq(model: onnx.ModelProto, int8_ops: set[str], keep_float: set[str],
