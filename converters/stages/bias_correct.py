@@ -92,7 +92,8 @@ def _input_means(qdq: Any, names: list[str], data: Dataset
 
     Summed chunk by chunk (``MEAN_CHUNK`` samples per run where the batch axis can be
     freed): every conv input of 64 EfficientNet-Lite0 images held at once was about 2 GB and
-    a third of the build's time (``tools/bench_build.py``)."""
+    a third of the build's time (``tools/bench_build.py``). The means are sums, right for any
+    chunking; the outputs only when they pair with ``run_dataset``'s (``_joined``), else none."""
     import onnx
 
     outputs = [o.name for o in qdq.graph.output]
@@ -103,7 +104,8 @@ def _input_means(qdq: Any, names: list[str], data: Dataset
     sums: dict[str, np.ndarray] = {}
     counts: dict[str, int] = dict.fromkeys(names, 0)
     chunks: list[list[np.ndarray]] = []
-    for start in range(0, len(data), step):
+    starts = range(0, len(data), step)
+    for start in starts:
         values = dict(zip(wanted, sess.run(wanted, data.feeds(start, start + step)), strict=True))
         chunks.append([values[o] for o in outputs])
         for name in names:
@@ -113,7 +115,20 @@ def _input_means(qdq: Any, names: list[str], data: Dataset
             sums[name] = part if name not in sums else sums[name] + part
             counts[name] += value.size // max(1, value.shape[1])
     means = {name: sums[name] / max(1, counts[name]) for name in names}
-    return means, [np.concatenate([c[j] for c in chunks]) for j in range(len(outputs))]
+    return means, _joined(chunks, [min(step, len(data) - s) for s in starts])
+
+
+def _joined(chunks: list[list[np.ndarray]], counts: list[int]) -> list[np.ndarray]:
+    """The outputs of runs over ``counts[i]`` samples each, joined along axis 0 as
+    ``run_dataset`` joins its own runs (of one sample, or of up to 32); none (``[]``) when
+    that join depends on the run size: an output whose axis 0 does not carry the samples (a
+    recurrent state [layers, N, hidden] becomes [layers * runs, ...]) or whose size the data
+    sets. Runs of one join as ``run_dataset``'s of one; ``correct_if_it_pays`` checks shapes."""
+    one_run_or_one_sample = len(chunks) == 1 or all(n == 1 for n in counts)
+    if not one_run_or_one_sample and any(o.shape[:1] != (n,) for run, n in zip(chunks, counts, strict=True)
+                                         for o in run):
+        return []
+    return [np.concatenate(o) for o in zip(*chunks, strict=True)]
 
 
 def _shift(layer: dict[str, Any], mean_x: np.ndarray) -> np.ndarray:
@@ -279,7 +294,10 @@ def correct_if_it_pays(path: Any, float_path: Any, calib: Dataset,
             tried[mode] = (output_mse(corrected, reference, data), corrected, report)
     if not tried:
         return {"layers": 0, "kept": False}
-    before = (_mse(measured, reference) if measured
+    # joined from other run sizes than run_dataset's, outputs pair only if the shapes agree:
+    # a state [layers * N, 1, ...] from runs of one against [layers, N, ...] runs int8 again
+    same_layout = [m.shape for m in measured] == [r.shape for r in reference]
+    before = (_mse(measured, reference) if measured and same_layout
               else output_mse(original.SerializeToString(), reference, data))
     mode = min(tried, key=lambda m: tried[m][0])
     after, corrected, report = tried[mode]

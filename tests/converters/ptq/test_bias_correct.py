@@ -79,3 +79,28 @@ def test_sequential_correction_removes_the_shift_that_clipped_inputs_cause(tmp_p
     assert report["kept"] and report["mode"] == "sequential" and report["layers"] == 2
     assert report["tried"]["sequential"] < report["tried"]["weights"]
     assert worst_channel_shift() < before / 4
+
+
+def test_the_error_before_correcting_pairs_an_output_whose_samples_are_on_axis_1(tmp_path: Path) -> None:
+    """The means run 8 samples at a time; an output with the samples on axis 1 (a recurrent
+    state's layout, [channels, N, ...] here) cannot be joined from those runs the way
+    ``run_dataset`` joins its own: the error before correcting must still be the one
+    ``run_dataset``'s int8 outputs give (12 samples: runs of 8 and 4 failed to concatenate)."""
+    from edgekit.converters.stages.bias_correct import output_mse
+
+    model = biased_conv()
+    model.graph.node.append(onnx.helper.make_node("Transpose", ["output"], ["by_channel"], perm=[1, 0, 2, 3]))
+    model.graph.output.append(onnx.helper.make_tensor_value_info("by_channel", onnx.TensorProto.FLOAT, None))
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"  # runs of 8 where fixed runs 1
+    x = np.random.default_rng(0).random((12, 16, 4, 4)).astype(np.float32)
+    float_path, int8_path = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    onnx.save(model, str(float_path))
+    quantize_static(str(float_path), str(int8_path), _Reader(x), quant_format=QuantFormat.QDQ,
+                    per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    extra_options={"WeightSymmetric": True})
+    data = Dataset({"input": x})
+    reference = [r.astype(np.float64) for r in run_dataset(str(float_path), data)]
+    expected = output_mse(int8_path.read_bytes(), reference, data)
+    report = correct_if_it_pays(int8_path, float_path, data)
+    assert report["layers"] == 1 and report["samples"] == 12
+    assert report["output_mse_before"] == expected > 0
