@@ -88,6 +88,9 @@ def restored(qdq: Any, float_model: Any, items: list[Restorable]) -> bytes:
     have = {i.name for i in copy.graph.initializer}
     weights = {i.name: i for i in float_model.graph.initializer}
     float_nodes = {n.name: n for n in float_model.graph.node}
+    from ..graph_names import Names
+
+    names = Names(copy.graph)  # two items may re-apply one folded activation: fresh names
     rewire = {}
     added = []
     for item in items:
@@ -95,8 +98,8 @@ def restored(qdq: Any, float_model: Any, items: list[Restorable]) -> bytes:
         if item.reapply:  # the folded activation, on the float tensor the Q read
             node = onnx.NodeProto()
             node.CopyFrom(float_nodes[item.reapply])
-            node.name, node.input[0] = f"{node.name}__ek_restored", item.source
-            node.output[:] = [f"{item.tensor}__ek_restored"]
+            node.name, node.input[0] = names.fresh(f"{node.name}__ek_restored"), item.source
+            node.output[:] = [names.fresh(f"{item.tensor}__ek_restored")]
             for extra in node.input[1:]:
                 if extra and extra in weights and extra not in have:
                     copy.graph.initializer.append(weights[extra])
