@@ -110,9 +110,9 @@ def held_out(name: str, artifact: Path, metric: str) -> str:
     parts = []
     with tempfile.TemporaryDirectory() as tmp:  # the peers' PTQ on the same held-out samples
         from edgekit.converters.context import Dataset
-        from edgekit.converters.reference_ptq import reference_ptq
         from edgekit.converters.runner import run_dataset
         from edgekit.converters.runner import session as exact_session
+        from edgekit.converters.stages.reference_ptq import reference_ptq
         from onnxruntime.quantization.shape_inference import quant_pre_process
 
         prepared = Path(tmp) / "prepared.onnx"

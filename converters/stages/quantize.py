@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from edgekit.cpu import u8s8_saturates
+import edgekit.cpu
 
 from ..context import BuildContext
 from ..pipeline import Stage, StageConfig
@@ -113,7 +113,8 @@ class Quantize(Stage):
         }
         # x86 without VNNI saturates 8-bit weights in onnxruntime's fused kernels (edgekit/cpu.py):
         # a model that will run on this very CPU gets 7-bit weights, as onnxruntime's docs advise.
-        reduce_range = runs_here(ctx) and u8s8_saturates()
+        # Read through the module: one place (edgekit.cpu) answers for every CPU decision.
+        reduce_range = runs_here(ctx) and edgekit.cpu.u8s8_saturates()
         wide: dict[str, list[str]] = {}
         corrections: dict[str, dict[str, Any]] = {}
         rounded: dict[str, dict[str, Any]] = {}

@@ -154,7 +154,7 @@ class Validate(Stage):
         """Plain per-channel min-max PTQ of the prepared model, scored on the same samples."""
         import time
 
-        from ..reference_ptq import reference_ptq
+        from .reference_ptq import reference_ptq
 
         began = time.monotonic()
         prepared = ctx.workdir / "prepared.onnx"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .context import Dataset
+from ..context import Dataset
 
 
 def reference_ptq(prepared: Path, calib: Dataset, out: Path, batched: bool = False,
@@ -28,7 +28,7 @@ def reference_ptq(prepared: Path, calib: Dataset, out: Path, batched: bool = Fal
 
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
-    from .stages.quantize import ort_quantization_quiet
+    from .quantize import ort_quantization_quiet
 
     with contextlib.redirect_stdout(io.StringIO()), ort_quantization_quiet():
         if ranges is None:
@@ -44,7 +44,7 @@ def _calibrate(prepared: Path, calib: Dataset, out: Path, batched: bool) -> Path
     from onnxruntime.quantization import CalibrationMethod
     from onnxruntime.quantization.calibrate import create_calibrator, save_tensors_data
 
-    from .stages.calibrate import CHUNK_SAMPLES, _ListReader, feeds
+    from .calibrate import CHUNK_SAMPLES, _ListReader, feeds
 
     calibrator = create_calibrator(prepared, None, augmented_model_path=str(out.with_suffix(".augmented.onnx")),
                                    calibrate_method=CalibrationMethod.MinMax)
