@@ -202,7 +202,9 @@ def test_search_on_ray_with_a_worker_killed_mid_build_gives_the_local_artifact(
     def run(executor: str):
         return build(str(DIGITS_ONNX), target="host", calib=str(DIGITS_NPZ), quiet=True,
                      output=tmp_path / f"{executor}.edgekit", formats=["onnx"], method="auto",
-                     budgets={"storage_mb": 0.06, "accuracy_drop": 8.0}, calib_samples=64,
+                     # 0.75 fits (0.062 MB with 8-bit weights on a VNNI host, less with 7-bit
+                     # ones without VNNI), 0.5 does not (0.093 MB): the ratios' sizes, not the CPU's
+                     budgets={"storage_mb": 0.07, "accuracy_drop": 8.0}, calib_samples=64,
                      val_samples=128, prune_ratios=[0.0, 0.25, 0.5, 0.75], executor=executor)
 
     local_result = run("local")
