@@ -3,7 +3,8 @@
 Every Conv/Linear output-channel group (channels coupled through residual adds, concats and
 depthwise convs are one group, as torch-pruning's dependency graph finds them) keeps
 ``max(8, floor8(channels * (1 - ratio)))`` channels, chosen by L2 magnitude of the group's
-weights. Multiples of 8 because int8 kernels process 8/16 lanes per SIMD step: XNNPACK
+weights, or, given calibration data, by reconstruction where the group's channels are read
+by one 1x1 conv only (``reconstruct.py``: that conv is then refit by least squares). Multiples of 8 because int8 kernels process 8/16 lanes per SIMD step: XNNPACK
 and MLAS pad odd channel counts up, so a layer of 27 channels costs what 32 would, and
 measured latency at odd counts is worse than at the next multiple of 8 (issue 7).
 
