@@ -94,6 +94,10 @@ class BuildConfig:
     # per-group widths: "sensitivity" (measured error per saved latency) or "uniform" (every
     # group by the ratio); None: sensitivity in the budget search, uniform for a plain --prune
     prune_widths: str | None = None
+    # issue 34: which channels a torch source keeps: "reconstruction" (the next 1x1 conv's
+    # output rebuilt from calibration activations, then refit by least squares) or
+    # "magnitude" (L2 norm of the weights); None: reconstruction
+    prune_select: str | None = None
     sensitivity_samples: int = 32  # accuracy guard: calibration samples ranking the layers
     guard_steps: int = 8  # accuracy guard: rebuilds at most
     # tflite: float32 I/O in the caller's layout, quantized/transposed inside the graph on

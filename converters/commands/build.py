@@ -101,7 +101,8 @@ def build_kwargs(ctx: click.Context, options: dict[str, Any]) -> dict[str, Any]:
                                                "accuracy_drop") if o[f"max_{key}"] is not None}
     torch_options.update(budgets=budgets, prune=o["prune"], search=o["search"],
                          sign_key=o["sign_key"])
-    torch_options.update({key: o[key] for key in ("distill_data", "distill_time", "prune_widths")})
+    torch_options.update({key: o[key] for key in ("distill_data", "distill_time", "prune_widths",
+                                                         "prune_select")})
     torch_options.update({key: o[key] for key in ("metric", "postprocess", "guard_time",
                                                   "accept_accuracy_drop", "random_weights",
                                                   "executor", "shards", "objective")})

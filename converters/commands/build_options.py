@@ -97,6 +97,10 @@ QUANTIZATION = [
     click.Option(["--prune-widths"], type=click.Choice(["sensitivity", "uniform"]),
                  help="Per-layer widths: from measured sensitivity and latency share, or the "
                  "same ratio everywhere (default: sensitivity when searching a budget)."),
+    click.Option(["--prune-select"], type=click.Choice(["reconstruction", "magnitude"]),
+                 help="Which channels a PyTorch source keeps: those from which the next 1x1 "
+                 "conv's output is rebuilt best on the calibration data, that conv then refit "
+                 "by least squares (default), or those with the largest weights."),
 ]
 ACCURACY = [
     click.Option(["--metric"], help="Task metric: top1, detection, ctc, map_iou, embedding, tags, regression, "

@@ -84,3 +84,33 @@ def _load(ctx: BuildContext) -> Dataset:
                            progress=not config.quiet, seed=config.seed)
     _LOADED[:] = [(config, data)]
     return data
+
+
+def agreement(model: Any, dense: Any, inputs: list[np.ndarray],
+              dense_out: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+    """Top-1 agreement of ``model``'s first output with ``dense``'s on ``inputs`` (cosine
+    when the output is not a [N, classes] score), and the dense output for the next call."""
+    import torch
+
+    from .distill import BATCH
+
+    def first(net: Any) -> np.ndarray:
+        parts = []
+        data = [torch.from_numpy(np.ascontiguousarray(a)) for a in inputs]
+        net.eval()
+        with torch.no_grad():
+            for i in range(0, len(data[0]), BATCH):
+                out = net(*[d[i:i + BATCH] for d in data])
+                while isinstance(out, (tuple, list)):
+                    out = out[0]
+                parts.append(out.float().numpy())
+        return np.concatenate(parts)
+
+    want = first(dense) if dense_out is None else dense_out
+    got = first(model)
+    if want.ndim == 2 and want.shape[1] > 1:
+        return float(np.mean(want.argmax(1) == got.argmax(1))), want
+    a, b = want.reshape(len(want), -1), got.reshape(len(got), -1)
+    cos = np.sum(a * b, 1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1),
+                                        1e-12)
+    return float(np.mean(cos)), want

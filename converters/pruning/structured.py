@@ -3,7 +3,8 @@
 Every Conv/Linear output-channel group (channels coupled through residual adds, concats and
 depthwise convs are one group, as torch-pruning's dependency graph finds them) keeps
 ``max(8, floor8(channels * (1 - ratio)))`` channels, chosen by L2 magnitude of the group's
-weights. Multiples of 8 because int8 kernels process 8/16 lanes per SIMD step: XNNPACK
+weights, or, given calibration data, by reconstruction where the group's channels are read
+by one 1x1 conv only (``reconstruct.py``: that conv is then refit by least squares). Multiples of 8 because int8 kernels process 8/16 lanes per SIMD step: XNNPACK
 and MLAS pad odd channel counts up, so a layer of 27 channels costs what 32 would, and
 measured latency at odd counts is worse than at the next multiple of 8 (issue 7).
 
@@ -21,6 +22,8 @@ from typing import Any
 
 from edgekit.errors import UnsupportedModelError
 
+from .reconstruct import consumer_of, prune_by_reconstruction
+
 ROUND_TO = 8
 
 
@@ -32,9 +35,16 @@ class StructuredReport:
     channels: dict[str, list[int]] = field(default_factory=dict)  # layer -> [before, after]
     kept_whole: list[str] = field(default_factory=list)  # output layers, tiny groups
     widths: str = "uniform"  # or "sensitivity": per-group widths from widths.plan_widths
+    select: str = "magnitude"  # or "reconstruction" (reconstruct.py) where a group allows it
+    reconstruction: Any = None  # reconstruct.Reconstruction when select is "reconstruction"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"method": "structured (torch-pruning, L2 magnitude)", "ratio": self.ratio,
+        method = ("structured (torch-pruning, reconstruction + least-squares refit where the "
+                  "channels feed one 1x1 conv, else L2 magnitude)"
+                  if self.select == "reconstruction" else "structured (torch-pruning, L2 magnitude)")
+        extra = ({"reconstructed": [f.to_dict() for f in self.reconstruction.layers]}
+                 if self.reconstruction is not None else {})
+        return {"method": method, "select": self.select, "ratio": self.ratio, **extra,
                 "widths": self.widths, "round_to": ROUND_TO,
                 "params_before": self.params_before, "params_after": self.params_after,
                 "channels": self.channels, "kept_whole": self.kept_whole}
@@ -93,11 +103,14 @@ def layer_channels(model: Any) -> dict[str, int]:
 
 
 def prune_structured(model: Any, example_args: tuple[Any, ...], ratio: float,
-                     widths: dict[str, int] | None = None) -> tuple[Any, StructuredReport]:
+                     widths: dict[str, int] | None = None, *,
+                     calib: list[Any] | None = None) -> tuple[Any, StructuredReport]:
     """A pruned copy of ``model`` (the original is untouched) and what was removed.
 
     ``widths`` (group root module name -> channels kept, from ``widths.plan_widths``)
-    replaces the uniform ``ratio``; groups it does not name keep every channel."""
+    replaces the uniform ``ratio``; groups it does not name keep every channel. With
+    ``calib`` (calibration arrays), groups read by one 1x1 conv only are chosen by
+    reconstruction and that conv refit (``reconstruct.py``); the others by magnitude."""
     import torch
     import torch_pruning as tp
 
@@ -117,7 +130,9 @@ def prune_structured(model: Any, example_args: tuple[Any, ...], ratio: float,
     names = {m: n for n, m in pruned.named_modules()}
     report = StructuredReport(ratio, n_before, n_before,
                               kept_whole=sorted(names[m] for m in ignored if m in names),
-                              widths="uniform" if widths is None else "sensitivity")
+                              widths="uniform" if widths is None else "sensitivity",
+                              select="magnitude" if calib is None else "reconstruction")
+    pending = []  # (group, keep) handled by reconstruction once magnitude groups are cut
     for group in graph.get_all_groups(ignored_layers=ignored, root_module_types=list(_roots())):
         scores = importance(group)
         if scores is None:
@@ -127,8 +142,16 @@ def prune_structured(model: Any, example_args: tuple[Any, ...], ratio: float,
                 min(count, widths.get(names.get(group[0].dep.target.module, ""), count)))
         if keep >= count:
             continue
+        if calib is not None and consumer_of(group) is not None:
+            pending.append((group, keep))
+            continue
         drop = torch.argsort(scores)[: count - keep].tolist()
         group.prune(idxs=drop)
+    if pending:
+        from .widths import _forward_order
+
+        order = _forward_order(model, example_args)[0]
+        report.reconstruction = prune_by_reconstruction(pruned, model, pending, calib, order)
     after = layer_channels(pruned)
     report.channels = {name: [before[name], after.get(name, 0)] for name in before}
     report.params_after = sum(p.numel() for p in pruned.parameters())

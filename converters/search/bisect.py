@@ -38,6 +38,7 @@ def probe(search: Any, ratio: float) -> bool:
 
     config = search.base.config
     prune = PruneConfig(ratio, config.finetune_steps, widths=config.prune_widths or "sensitivity",
+                        select=config.prune_select or "reconstruction",
                         precheck=check, reference=search.reference)
     try:
         search.cache.run(search.plan.before("calibrate"), {"prune": prune})

@@ -210,6 +210,7 @@ class Search:
             return False
         prune = PruneConfig(ratio, self.base.config.finetune_steps,
                             widths=self.base.config.prune_widths or "sensitivity",
+                            select=self.base.config.prune_select or "reconstruction",
                             precheck=lambda p: self._precheck(p, ratio, started),
                             reference=self.reference)
         try:  # the pruned float model, prepared (and checked against torch), once per ratio

@@ -47,6 +47,7 @@ class PruneConfig(StageConfig):
     ratio: float = 0.0  # 0: the stage does not run
     finetune_steps: int | None = None  # structured pruning's distillation; None: by model size
     widths: str = "uniform"  # torch sources: "sensitivity" (pruning.widths) or "uniform"
+    select: str = "reconstruction"  # torch sources: or "magnitude" (pruning.reconstruct)
     # the budget search's hooks; not part of what makes two prunings equal
     precheck: Precheck | None = field(default=None, compare=False)
     reference: list[np.ndarray] | None = field(default=None, compare=False, repr=False)
@@ -65,7 +66,8 @@ class Prune(Stage):
     def configure(self, ctx: BuildContext) -> PruneConfig:
         ratio = check_ratio(ctx.config.prune) if ctx.config.prune else 0.0
         return PruneConfig(ratio, ctx.config.finetune_steps,
-                           widths=ctx.config.prune_widths or "uniform")
+                           widths=ctx.config.prune_widths or "uniform",
+                           select=ctx.config.prune_select or "reconstruction")
 
     def applies(self, ctx: BuildContext) -> bool:
         return bool(self.config.ratio)
@@ -78,14 +80,15 @@ class Prune(Stage):
     def run(self, ctx: BuildContext) -> None:
         config = self.config
         if apply_pruning(ctx, config.ratio, config.precheck, config.reference,
-                         config.finetune_steps, config.widths) is None:
+                         config.finetune_steps, config.widths, config.select) is None:
             raise Rejected(f"pruning at {config.ratio:g}: the pruned architecture was turned down")
 
 
 def apply_pruning(ctx: BuildContext, ratio: float, precheck: Precheck | None = None,
                   reference: list[np.ndarray] | None = None,
                   finetune_steps: int | None = None,
-                  widths: str = "uniform") -> dict[str, Any] | None:
+                  widths: str = "uniform",
+                  select: str = "reconstruction") -> dict[str, Any] | None:
     """Prune ``ctx``'s float model at ``ratio``; returns the manifest section, or None when
     ``precheck`` rejected the pruned architecture (then ``ctx`` is left unchanged)."""
     dense_path = ctx.float_path
@@ -97,7 +100,7 @@ def apply_pruning(ctx: BuildContext, ratio: float, precheck: Precheck | None = N
     section = None
     if structured:
         try:
-            section = _torch(ctx, ratio, precheck, finetune_steps, widths)
+            section = _torch(ctx, ratio, precheck, finetune_steps, widths, select)
         except UnsupportedModelError as exc:
             ctx.warn(f"{exc}; using unstructured sparsity on the exported ONNX instead")
             structured = False
@@ -198,11 +201,13 @@ def _architecture(ctx: BuildContext, module: Any, args: tuple[Any, ...]) -> Path
 
 
 def _torch(ctx: BuildContext, ratio: float, precheck: Precheck | None,
-           finetune_steps: int | None, widths: str = "uniform") -> dict[str, Any] | None:
+           finetune_steps: int | None, widths: str = "uniform",
+           select: str = "reconstruction") -> dict[str, Any] | None:
     import onnx
 
     from ..pruning import distill, prune_structured, reestimate_batchnorm, steps_for
-    from ..pruning.for_build import distill_inputs, plan_for
+    from ..pruning.for_build import agreement, distill_inputs, plan_for
+    from ..pruning.reconstruct import with_selected_only
     from ..pruning.recover import SMALL_MODEL_MACS, macs_per_sample
     from ..pytorch.source import TorchSource
     from .export import ExportRecord
@@ -215,6 +220,16 @@ def _torch(ctx: BuildContext, ratio: float, precheck: Precheck | None,
     module, report = prune_structured(dense, args, ratio, None if plan is None else plan.widths)
     if precheck is not None and not precheck(_architecture(ctx, module, args)):
         return None
+    stages: dict[str, float] = {}  # agreement with the dense model after each step
+    val = [ctx.val.arrays[i["name"]] for i in ctx.inputs if i["name"] in ctx.val.arrays]
+    reference = None
+    if select == "reconstruction":  # same widths, so the precheck's architecture holds
+        module, report = prune_structured(dense, args, ratio,
+                                          None if plan is None else plan.widths, calib=calib)
+        if report.reconstruction is not None and report.reconstruction.layers and val:
+            stages["selected"], reference = agreement(
+                with_selected_only(module, report.reconstruction), dense, val)
+            stages["refit"], _ = agreement(module, dense, val, reference)
     data, seconds, described = distill_inputs(ctx, calib)
     macs = macs_per_sample(module, args)
     steps = steps_for(macs) if finetune_steps is None else int(finetune_steps)
@@ -222,11 +237,21 @@ def _torch(ctx: BuildContext, ratio: float, precheck: Precheck | None,
         steps = DISTILL_MAX_STEPS  # the time budget bounds it
     # removed channels shift every later BatchNorm's statistics: distilling from stale ones
     # starts far off (MobileNet-style digits net, sensitivity widths: 24% top-1 -> 98% after)
-    reestimate_batchnorm(module, calib)
+    if report.reconstruction is None:
+        reestimate_batchnorm(module, calib)
+    # (refit consumers hand the BatchNorms after them their dense statistics back)
     recovery = distill(module, dense, data, steps, seed=ctx.config.seed,
                        threads=1 if macs < SMALL_MODEL_MACS else None, seconds=seconds,
                        progress=not ctx.config.quiet, data=described)
-    recovery.batchnorm_layers = reestimate_batchnorm(module, calib)
+    recovery.batchnorm_layers = (reestimate_batchnorm(module, calib)
+                                 if recovery.distill_steps or report.reconstruction is None
+                                 else 0)
+    if stages and recovery.distill_steps:
+        stages["distilled"], _ = agreement(module, dense, val, reference)
+    if stages:
+        ctx.report("  pruned float agreement with the dense model on "
+                   f"{len(val[0])} validation samples: "
+                   + ", ".join(f"after {k} {v:.2%}" for k, v in stages.items()))
     path, exporter = _export(ctx, module, args, "pruned.onnx")
     float_path = ctx.workdir / "float-pruned.onnx"
     shutil.copyfile(path, float_path)  # later stages rewrite float_path; check_export reads path
@@ -248,6 +273,8 @@ def _torch(ctx: BuildContext, ratio: float, precheck: Precheck | None,
     if recovery.distill_steps and not recovery.fell:
         ctx.warn(f"distillation stopped: {recovery.stopped}")
     section = {**report.to_dict(), "macs_per_sample": int(macs), "recovery": recovery.to_dict()}
+    if stages:
+        section["agreement_by_step"] = stages
     if plan is not None:
         section["width_plan"] = plan.to_dict()
     return section
