@@ -272,3 +272,29 @@ def with_selected_only(model: Any, result: Reconstruction) -> Any:
             else:
                 conv.bias.copy_(bias[rows])
     return clone
+
+
+def forward_order(model: Any, args: tuple[Any, ...]) -> tuple[list[str], set[str]]:
+    """Conv/Linear modules in execution order, and convs run on a 1x1 map (squeeze-excite)."""
+    import torch
+    from torch import nn
+
+    order: list[str] = []
+    pooled: set[str] = set()
+    handles = []
+    for name, module in model.named_modules():
+        if isinstance(module, (nn.modules.conv._ConvNd, nn.Linear)):
+            def hook(_m: Any, inputs: Any, _out: Any, name: str = name) -> None:
+                order.append(name)
+                x = inputs[0] if inputs else None
+                if (isinstance(x, torch.Tensor) and x.dim() >= 3
+                        and int(np.prod(x.shape[2:])) == 1):
+                    pooled.add(name)
+            handles.append(module.register_forward_hook(hook))
+    try:
+        with torch.no_grad():
+            model(*args)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return list(dict.fromkeys(order)), pooled

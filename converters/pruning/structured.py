@@ -22,7 +22,7 @@ from typing import Any
 
 from edgekit.errors import UnsupportedModelError
 
-from .reconstruct import consumer_of, prune_by_reconstruction
+from .reconstruct import consumer_of, forward_order, prune_by_reconstruction
 
 ROUND_TO = 8
 
@@ -148,9 +148,7 @@ def prune_structured(model: Any, example_args: tuple[Any, ...], ratio: float,
         drop = torch.argsort(scores)[: count - keep].tolist()
         group.prune(idxs=drop)
     if pending:
-        from .widths import _forward_order
-
-        order = _forward_order(model, example_args)[0]
+        order = forward_order(model, example_args)[0]
         report.reconstruction = prune_by_reconstruction(pruned, model, pending, calib, order)
     after = layer_channels(pruned)
     report.channels = {name: [before[name], after.get(name, 0)] for name in before}

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from .reconstruct import forward_order
 from .structured import ROUND_TO, kept_channels
 
 FRACTIONS = (0.125, 0.25, 0.375, 0.5, 0.625, 0.75)  # candidate shares removed per group
@@ -148,32 +149,6 @@ def op_seconds_by_module(model: Any, args: tuple[Any, ...],
     return by_module, total
 
 
-def _forward_order(model: Any, args: tuple[Any, ...]) -> tuple[list[str], set[str]]:
-    """Conv/Linear modules in execution order, and convs run on a 1x1 map (squeeze-excite)."""
-    import torch
-    from torch import nn
-
-    order: list[str] = []
-    pooled: set[str] = set()
-    handles = []
-    for name, module in model.named_modules():
-        if isinstance(module, (nn.modules.conv._ConvNd, nn.Linear)):
-            def hook(_m: Any, inputs: Any, _out: Any, name: str = name) -> None:
-                order.append(name)
-                x = inputs[0] if inputs else None
-                if (isinstance(x, torch.Tensor) and x.dim() >= 3
-                        and int(np.prod(x.shape[2:])) == 1):
-                    pooled.add(name)
-            handles.append(module.register_forward_hook(hook))
-    try:
-        with torch.no_grad():
-            model(*args)
-    finally:
-        for handle in handles:
-            handle.remove()
-    return list(dict.fromkeys(order)), pooled
-
-
 def _outputs(model: Any, data: list[Any]) -> list[Any]:
     import torch
 
@@ -244,7 +219,7 @@ def _measure(model: Any, args: tuple[Any, ...], inputs: list[np.ndarray], profil
 
     graph = tp.DependencyGraph().build_dependency(model, example_inputs=list(args))
     names = {m: n for n, m in model.named_modules()}
-    order, pooled = _forward_order(model, args)
+    order, pooled = forward_order(model, args)
     position = {n: i for i, n in enumerate(order)}
     seconds, total = op_seconds_by_module(model, args, profile)
     data = [torch.from_numpy(np.ascontiguousarray(a[:samples])) for a in inputs]
