@@ -111,12 +111,14 @@ def directory(archive: zipfile.ZipFile, origin: str) -> dict[str, zipfile.ZipInf
     return members
 
 
-def check_size(origin: str, name: str, info: zipfile.ZipInfo, limit: int) -> None:
-    """The declared size within ``limit`` and a plausible compression ratio."""
+def check_size(origin: str, name: str, info: zipfile.ZipInfo, limit: int,
+               ratio_free: int = RATIO_FREE_BYTES) -> None:
+    """The declared size within ``limit`` and, above ``ratio_free`` bytes, a plausible
+    compression ratio."""
     if info.file_size > limit:
         raise ArtifactError(f"{origin}: zip member {name!r} declares {info.file_size} bytes; "
                             f"expected at most {limit}")
-    if (info.file_size > RATIO_FREE_BYTES
+    if (info.file_size > ratio_free
             and info.file_size > MAX_RATIO * max(1, info.compress_size)):
         raise ArtifactError(f"{origin}: zip member {name!r} declares {info.file_size} bytes "
                             f"from {info.compress_size} compressed (expected a ratio of at "
@@ -124,11 +126,11 @@ def check_size(origin: str, name: str, info: zipfile.ZipInfo, limit: int) -> Non
 
 
 def read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, origin: str,
-                limit: int) -> tuple[bytes, str]:
+                limit: int, ratio_free: int = RATIO_FREE_BYTES) -> tuple[bytes, str]:
     """A member's bytes and sha256, inflated in chunks and never past ``limit`` bytes or its
     declared size (the CRC is checked by zipfile at the end)."""
     name = info.orig_filename
-    check_size(origin, name, info, limit)
+    check_size(origin, name, info, limit, ratio_free)
     digest = hashlib.sha256()
     # one copy of the member in memory: BytesIO grows its own bytes object in place and
     # getvalue() hands that object out without copying (a list of chunks then b"".join held
