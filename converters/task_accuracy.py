@@ -134,8 +134,15 @@ class Scorer:
 
         self.config = config
         self.val = val
-        self.reference = build_outputs(config, float_path, val)
-        self.names = names if len(names) == len(self.reference) else [f"output{i}" for i in range(len(self.reference))]
+        outputs = build_outputs(config, float_path, val)
+        names = names if len(names) == len(outputs) else [f"output{i}" for i in range(len(outputs))]
+        # scored: the outputs with one row per sample on axis 0, as the runner joins them; an
+        # output batched on another axis (silero-vad's recurrent state [2, N, 128]) joins into
+        # rows that are not samples, so it would pair wrong samples (left out; all kept if none)
+        self.kept = [i for i, out in enumerate(outputs) if out.ndim and out.shape[0] == len(val)] \
+            or list(range(len(outputs)))
+        self.reference = [outputs[i] for i in self.kept]
+        self.names = [names[i] for i in self.kept]
         self.task = BuildMetric.of(config, self.reference, val.labels is not None)
 
     def score(self, path: Path) -> tuple[dict[str, float], TaskScore]:
@@ -143,7 +150,8 @@ class Scorer:
         from .executor.shards import build_outputs
         from .runner import compare
 
-        outputs = build_outputs(self.config, path, self.val, exact_int8=True)
+        every = build_outputs(self.config, path, self.val, exact_int8=True)
+        outputs = [every[i] for i in self.kept]
         labels = self.val.labels
         metrics = compare(self.reference[0], outputs[0], labels)
         for extra, (ref, got) in enumerate(zip(self.reference[1:], outputs[1:], strict=True), 1):
