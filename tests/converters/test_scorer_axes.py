@@ -8,10 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
-
 from edgekit.converters.context import BuildConfig, Dataset
 from edgekit.converters.task_accuracy import Scorer
+from onnx import TensorProto, helper
 
 
 def model_with_a_state_output(path: Path) -> Path:
