@@ -99,7 +99,7 @@ setup(
         # psutil: the Ray test finds the worker to SIGKILL by its process title
         "test": ["pytest>=7", "pytest-xdist>=3.5", "scikit-learn>=1.3", "ruff==0.17.6",
                  "hypothesis>=6.100", "cryptography>=42", "psutil>=5.9"],
-        # tools/bench_prune_budget.py's face crops: LFW faces and photos shipped in the wheel
+        # tools/benchmarks/bench_prune_budget.py's face crops: LFW faces and photos shipped in the wheel
         "bench": ["scikit-image>=0.22"],
     },
     entry_points={"console_scripts": ["edgekit=edgekit.cli:main"]},

@@ -12,7 +12,7 @@ Squeeze-excite blocks pool the same way (MobileNetV3, EfficientNet-B0): there a 
 follows the mean (the next Conv's input), so renaming the op is all it takes.
 
 Measured (2-core AMD EPYC, AVX2, onnxruntime 1.32, 1 thread): on the EfficientNet-Lite-style
-net of ``tools/bench_peers.py`` the tail's Transpose + DequantizeLinear + ReduceMean +
+net of ``tools/benchmarks/bench_peers.py`` the tail's Transpose + DequantizeLinear + ReduceMean +
 QuantizeLinear ~70 us became one QLinearGlobalAveragePool of 17 us (onnxruntime's per-node
 profile); paired runs of the rpi4 ONNX model without / with the rewrite, time ratio: that net
 1.005-1.010, the zoo's ResNet-18 1.005, MobileNetV3-small (9 squeeze-excite pools) 1.114,

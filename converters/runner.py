@@ -5,7 +5,7 @@ the packed-output check, bias correction, validation and the accuracy decision; 
 int8 model for bias correction's error, validation and the decision): ``run_dataset`` keeps
 the outputs of a model file or bytes by content (model bytes, samples, ``exact_int8``), so
 each pair runs once per process (EfficientNet-Lite0, 64 images: five float passes became
-one, ``tools/bench_build.py``).
+one, ``tools/benchmarks/bench_build.py``).
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ def optimized_session(calibrator: Any) -> Any:
     build's float reference runs: onnxruntime's calibrators open it with none (no NCHWc
     convolutions), which made calibration the build's slowest stage. Ranges move in the
     last float bits only (EfficientNet-Lite0: at most 7e-5 of a range bound, 16 photos);
-    the measured minmax pass 0.93 -> 0.58 s CPU for 16 images (``tools/bench_build.py``).
+    the measured minmax pass 0.93 -> 0.58 s CPU for 16 images (``tools/benchmarks/bench_build.py``).
     Every calibrator, local or on shards, runs this one session kind: the same ranges."""
     import onnxruntime as ort
 

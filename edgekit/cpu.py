@@ -66,7 +66,7 @@ def exact_int8_needs_unfused(reduce_range: bool) -> bool:
 
 
 # Said once, at the first predict of an int8 ONNX model that runs unfused here (logger
-# "edgekit"). The figure: tools/bench_exact_int8.py on EfficientNet-Lite0's rpi4 artifact, 1
+# "edgekit"). The figure: tools/benchmarks/bench_exact_int8.py on EfficientNet-Lite0's rpi4 artifact, 1
 # thread: unfused 26.2 ms, fused 4.6 ms (VNNI kernels; ~7 ms without), float 9.6 ms.
 UNFUSED_NOTE = (
     "this int8 ONNX model runs unfused on this CPU: onnxruntime's fused int8 kernels saturate "
@@ -87,5 +87,5 @@ UNFUSED_FOLD_WEIGHTS = ("session.disable_quant_qdq", "1")
 # (BASIC level, on unless disable_quant_qdq) re-quantizes a float weight between QDQ'd
 # activations to int8: it undoes the accuracy guard's "kept float" layers on the device,
 # while validation and test vectors ran them float. Measured on the zoo's squeezenet (16 convs
-# kept float): 44.5 -> 37.5 dB vs float and FAIL on the emulated A72 (tools/diagnose_cross_isa.py).
+# kept float): 44.5 -> 37.5 dB vs float and FAIL on the emulated A72 (tools/studies/diagnose_cross_isa.py).
 ORT_DISABLED_OPTIMIZERS = ["WeightBiasQuantization"]

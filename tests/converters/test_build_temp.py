@@ -9,13 +9,13 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import artifact_cases as cases  # tools/artifact_cases.py
 import pytest
 from edgekit.converters import build
 from edgekit.converters.context import BUILD_TEMP
 
 from edgekit.artifact import read_artifact, write_artifact
 from edgekit.signing import generate_key_pair, load_public_key
+from tools.fixtures import artifact_cases as cases
 
 
 def dead_pid() -> int:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from artifact_cases import tiny_onnx
 from edgekit.converters.matrix import Cell, load_spec, run_cell
 
 from edgekit.artifact import read_artifact
 from edgekit.cli import main
+from tools.fixtures.artifact_cases import tiny_onnx
 
 SPEC = """
 output = "out"

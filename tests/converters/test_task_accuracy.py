@@ -3,7 +3,6 @@ both formats (its packed output split), a CTC recognizer keeps its character err
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +11,7 @@ from edgekit.converters import build
 from edgekit.converters.metrics import ctc, detection
 
 ROOT = Path(__file__).resolve().parents[2]
-TRAINED = ROOT / "tools" / "trained"
-sys.path.insert(0, str(ROOT / "tools"))
+TRAINED = ROOT / "tools" / "fixtures" / "trained"
 BACKENDS = {"tflite": "litert", "onnx": "onnxruntime"}
 
 
@@ -38,7 +36,7 @@ def run_artifact(path: Path, backend: str, images: np.ndarray) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def scenes_data(tmp_path_factory):
-    import digit_scenes
+    from tools.fixtures import digit_scenes
 
     folder = tmp_path_factory.mktemp("detector")
     held = digit_scenes.scenes(100, "heldout", seed=1234)
@@ -67,10 +65,10 @@ def test_packed_detector_keeps_95_percent_of_detections_in_both_formats(scenes_d
 
 
 def test_ctc_recognizer_cer_within_two_points_of_float(tmp_path):
-    import digit_scenes
+    from tools.fixtures import digit_scenes
 
     held = digit_scenes.lines(150, "heldout", seed=4321)
-    truths = [[d + 1 for d in t] for t in held.texts]  # symbol d + 1, blank 0 (tools/train_ctc.py)
+    truths = [[d + 1 for d in t] for t in held.texts]  # symbol d + 1, blank 0 (tools/fixtures/train_ctc.py)
     np.savez(tmp_path / "calib.npz", x=digit_scenes.lines(128, "train", seed=77).images)
     np.savez(tmp_path / "val.npz", x=held.images)
     out = tmp_path / "ctc.edgekit"

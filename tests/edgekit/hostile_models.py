@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from resource_bombs import huge_activation_tflite  # tools/resource_bombs.py
 
 from edgekit.artifact import write_artifact
+from tools.studies.resource_bombs import huge_activation_tflite
 
 from .runtime_models import _onnx_model, minimal_manifest
 

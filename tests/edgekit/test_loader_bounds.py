@@ -9,7 +9,6 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-import artifact_cases as cases  # tools/artifact_cases.py (tests/conftest.py puts tools/ on the path)
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +17,7 @@ from hypothesis import strategies as st
 import edgekit
 from edgekit.artifact import read_artifact
 from edgekit.errors import ArtifactError, EdgekitError
+from tools.fixtures import artifact_cases as cases
 
 
 def write(path: Path, data: bytes) -> Path:
@@ -171,7 +171,7 @@ def base() -> tuple[dict, cases.Members]:
 @given(index=st.integers(0, 10 ** 6), seed=st.integers(0, 3))
 def test_crafted_artifacts_load_or_fail_typed(tmp_path: Path, base: tuple[dict, cases.Members],
                                               index: int, seed: int) -> None:
-    """The bounded fuzz (tools/fuzz_artifact.py runs >= 5,000 in a crash-proof worker)."""
+    """The bounded fuzz (tools/studies/fuzz_artifact.py runs >= 5,000 in a crash-proof worker)."""
     _, data = cases.craft(index, seed, base)
     path = write(tmp_path / f"case-{index}.edgekit", data)
     try:

@@ -11,7 +11,6 @@ import io
 from pathlib import Path
 from typing import Any
 
-import artifact_cases as cases  # tools/artifact_cases.py
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +20,7 @@ import edgekit
 from edgekit.artifact import read_artifact
 from edgekit.errors import ArtifactError, EdgekitError
 from edgekit.verify import verify_artifact
+from tools.fixtures import artifact_cases as cases
 
 from ..conftest import EXAMPLE
 
@@ -130,7 +130,7 @@ def test_a_header_declaring_a_terabyte_allocates_nothing(tmp_path: Path,
 @given(index=st.integers(0, 10 ** 6), seed=st.integers(0, 3))
 def test_crafted_artifacts_load_verify_or_fail_typed(
         tmp_path: Path, digits: tuple[dict, cases.Members], index: int, seed: int) -> None:
-    """The bounded fuzz over both bases, as tools/fuzz_artifact.py runs it (>= 10,000)."""
+    """The bounded fuzz over both bases, as tools/studies/fuzz_artifact.py runs it (>= 10,000)."""
     _, data = cases.craft(index, seed, [cases.base_members(), digits])
     path = tmp_path / f"case-{index}.edgekit"
     path.write_bytes(data)

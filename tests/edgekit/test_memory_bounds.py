@@ -10,12 +10,12 @@ import sys
 import textwrap
 from pathlib import Path
 
-import artifact_cases as cases  # tools/artifact_cases.py
 import numpy as np
 import pytest
 
 import edgekit
 from edgekit.errors import ResourceLimitError
+from tools.fixtures import artifact_cases as cases
 
 from .hostile_models import FEATURES, huge_activation_artifact
 from .runtime_models import minimal_manifest

@@ -3,7 +3,7 @@
 onnxruntime's WeightBiasQuantization transformer (on at every optimization level unless
 disabled) re-quantizes a float Conv weight sitting between QDQ'd activations to int8 per
 tensor; the zoo's squeezenet lost 7 dB against float on the board that way while validation
-had run those layers float (tools/diagnose_cross_isa.py).
+had run those layers float (tools/studies/diagnose_cross_isa.py).
 
 The backend runs an int8 model unfused (BASIC) on an x86 CPU whose fused U8S8 kernels saturate
 (no VNNI) unless asked for speed, fused (ALL) on every other CPU (``edgekit.cpu``). Both kinds

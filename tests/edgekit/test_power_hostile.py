@@ -192,7 +192,7 @@ def test_8000_zones_cost_a_bounded_number_of_reads(tmp_path: Path,
     assert len(reading.zones) == cap and reading.skipped == 8000 - cap
     assert calls["n"] <= 2 * cap + 16  # two files per kept zone, whatever the zone count
     assert list(reading.zones)[:3] == ["acpitz", "acpitz#2", "acpitz#3"]  # zone0 first
-    assert reading.state == NORMAL  # the time it takes: tools/bench_power.py (no wall-clock bound here)
+    assert reading.state == NORMAL  # the time it takes: tools/benchmarks/bench_power.py (no wall-clock bound here)
 
 
 def test_zone_naming_is_linear_and_unique(tmp_path: Path,

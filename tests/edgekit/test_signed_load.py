@@ -9,7 +9,6 @@ import sys
 import zipfile
 from pathlib import Path
 
-import artifact_cases as cases  # tools/artifact_cases.py
 import numpy as np
 import pytest
 
@@ -18,6 +17,7 @@ from edgekit.artifact import MANIFEST, read_artifact, write_artifact
 from edgekit.errors import SignatureError, UntrustedArtifactError
 from edgekit.signing import generate_key_pair, load_public_key
 from edgekit.trust import ENV_TRUSTED_KEYS
+from tools.fixtures import artifact_cases as cases
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

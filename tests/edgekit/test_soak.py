@@ -1,5 +1,5 @@
 """``edgekit bench --soak``: the model run for a while on a fake Pi 4 tree that heats as the
-load runs (``tools/soak_fake_board.Heater`` turns this process's CPU time into degrees, and
+load runs (``tools/studies/soak_fake_board.Heater`` turns this process's CPU time into degrees, and
 past the profile's 80 C soft limit sets the firmware's throttle bits and steps the CPU clock
 down to 1000/750/600 MHz, as a Pi 4 in a case does); the per-interval table, the plot and
 the summary."""
@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from soak_fake_board import HOT_C, Heater
 
 from edgekit.cli import main
+from tools.studies.soak_fake_board import HOT_C, Heater
 
 from .fake_sysfs import pi4_tree
 from .test_power_sensors import ina_tree

@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import artifact_cases as cases  # tools/artifact_cases.py
 import pytest
 
 import edgekit
@@ -19,6 +18,7 @@ from edgekit.errors import SigningKeyError, UntrustedArtifactError
 from edgekit.release import ENV_MIN_RELEASE, ENV_PIN_TARGET, Pin
 from edgekit.signing import generate_key_pair, key_id, load_private_key, signed_message
 from edgekit.trust import ENV_TRUSTED_KEYS, discover_trusted_keys
+from tools.fixtures import artifact_cases as cases
 
 
 @pytest.fixture()

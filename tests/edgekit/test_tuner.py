@@ -1,7 +1,7 @@
 """Thread tuner: candidates, policies, the load-time probe and re-tuning triggers.
 
 Real onnxruntime sessions throughout; no assertion on how fast anything ran (the speed
-claims live in tools/bench_runtime.py).
+claims live in tools/benchmarks/bench_runtime.py).
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ def test_a_difference_within_the_float_step_passes_and_is_reported(
 
 
 def test_a_flipped_int8_weight_still_fails(tail_case: tuple, tmp_path: Path) -> None:
-    from perturb_weight import perturb_onnx  # tools/, on sys.path via tests/conftest.py
+    from tools.studies.perturb_weight import perturb_onnx
 
     model, x, host, _, bounds = tail_case
     flipped, what = perturb_onnx(model.SerializeToString())

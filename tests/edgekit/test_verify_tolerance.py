@@ -46,7 +46,7 @@ def test_verify_reports_the_distribution(digits_artifact: Path) -> None:
 
 
 def test_one_flipped_weight_fails_both_formats(digits_artifact: Path, tmp_path: Path) -> None:
-    from perturb_weight import perturb_artifact  # tools/, on sys.path via tests/conftest.py
+    from tools.studies.perturb_weight import perturb_artifact
 
     bad = tmp_path / "perturbed.edgekit"
     flipped = perturb_artifact(digits_artifact, bad)

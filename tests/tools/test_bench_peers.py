@@ -1,4 +1,4 @@
-"""tools/bench_peers.py builds its EfficientNet-Lite-style net (it once broke unseen when a
+"""tools/benchmarks/bench_peers.py builds its EfficientNet-Lite-style net (it once broke unseen when a
 helper it borrowed from the zoo moved): the net runs and its BatchNorm statistics are not the
 identity a fresh module has; its verdicts tell a tie within the run's noise from a miss."""
 
@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 
 def test_efficientnet_lite_like_builds_with_realistic_batchnorm() -> None:
-    import bench_peers  # tools/, on sys.path via tests/conftest.py
+    from tools.benchmarks import bench_peers
 
     net = bench_peers.efficientnet_lite_like(num_classes=10)
     with torch.no_grad():
@@ -21,7 +21,7 @@ def test_efficientnet_lite_like_builds_with_realistic_batchnorm() -> None:
 
 
 def test_a_ratio_whose_interval_holds_the_bar_is_called_a_tie() -> None:
-    import bench_peers
+    from tools.benchmarks import bench_peers
 
     rng = np.random.default_rng(0)
     tied = 1.0 + rng.normal(0, 0.02, 20)  # per-block ratios scattered around the bar

@@ -1,4 +1,4 @@
-"""tools/bench_ptq.py's boundary set: every mix lies next to where the float model's decision
+"""tools/benchmarks/bench_ptq.py's boundary set: every mix lies next to where the float model's decision
 changes (the points just before and just after it are classed differently), so that a
 quantizer's changed decisions there are the near-ties one test digit cannot measure."""
 
@@ -19,7 +19,7 @@ def linear_classifier(path, rng) -> None:
 
 
 def test_boundary_points_straddle_the_float_decision(tmp_path) -> None:
-    import bench_ptq  # tools/, on sys.path via tests/conftest.py
+    from tools.benchmarks import bench_ptq
 
     rng = np.random.default_rng(0)
     src = tmp_path / "linear.onnx"

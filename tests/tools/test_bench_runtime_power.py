@@ -1,4 +1,4 @@
-"""tools/bench_runtime_power.py: the mains p95 ratio comes with an interval from resampling
+"""tools/benchmarks/bench_runtime_power.py: the mains p95 ratio comes with an interval from resampling
 whole slices, wide when slices disagree and tight when they agree."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ def slices(rng: np.random.Generator, spread: float) -> list[list[float]]:
 
 
 def test_the_p95_ratio_interval_follows_the_slices_noise() -> None:
-    import bench_runtime_power  # tools/, on sys.path via tests/conftest.py
+    from tools.benchmarks import bench_runtime_power
 
     rng = np.random.default_rng(0)
     a, b = slices(rng, 0.0), slices(rng, 0.0)

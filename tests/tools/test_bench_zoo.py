@@ -9,7 +9,7 @@ from pathlib import Path
 
 import zoo  # tools/ is on sys.path via tests/conftest.py
 
-BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench_zoo.py"
+BENCH = Path(__file__).resolve().parents[2] / "tools" / "benchmarks" / "bench_zoo.py"
 
 
 def load_bench():

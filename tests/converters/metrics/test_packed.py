@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 
 from ...conftest import ROOT
 
-TRAINED = ROOT / "tools" / "trained"
+TRAINED = ROOT / "tools" / "fixtures" / "trained"
 
 
 def yolo_like(samples: int = 16, anchors: int = 64, seed: int = 0) -> np.ndarray:
@@ -90,8 +90,8 @@ def run_trained(name: str, images: np.ndarray) -> np.ndarray:
 
 
 def test_trained_detector_output_is_packed_and_recognizer_output_is_not() -> None:
-    """The models of tools/train_detector.py and tools/train_ctc.py on real digit scenes/lines."""
-    import digit_scenes  # tools/, on the path through conftest
+    """The models of tools/fixtures/train_detector.py and tools/fixtures/train_ctc.py on real digit scenes/lines."""
+    from tools.fixtures import digit_scenes
 
     scenes = digit_scenes.scenes(16, "train", seed=5)
     boxes_and_scores = run_trained("detector", scenes.images)

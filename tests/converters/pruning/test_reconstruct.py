@@ -1,5 +1,5 @@
 """Reconstruction-aware channel selection and least-squares refit (issue 34), on the
-MobileNet-style net trained on scikit-learn's digits (tools/trained/ptq_mobilenet.pt)."""
+MobileNet-style net trained on scikit-learn's digits (tools/fixtures/trained/ptq_mobilenet.pt)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-TRAINED = Path(__file__).resolve().parents[3] / "tools" / "trained" / "ptq_mobilenet.pt"
+TRAINED = Path(__file__).resolve().parents[3] / "tools" / "fixtures" / "trained" / "ptq_mobilenet.pt"
 
 
 @pytest.fixture(scope="module")
 def digits_net():
     import torch
-    import train_ptq_nets as nets  # tools/, on sys.path via tests/conftest.py
+
+    from tools.fixtures import train_ptq_nets as nets
 
     net = nets.make("mobilenet")
     net.load_state_dict(torch.load(TRAINED))
