@@ -2,7 +2,7 @@
 
     python tools/benchmarks/bench_drift.py [--vision A.edgekit] [--rounds N] [--threads 1]
 
-On a 224x224 MobileNetV2-like net (random weights: speed only; ``bench_runtime_common.
+On a 224x224 MobileNetV2-like net (random weights: speed only; ``common.
 build_vision``), batch 1: ``predict`` of a model with the watch / the same artifact loaded
 without it (``detach``), for
 
@@ -16,7 +16,7 @@ without it (``detach``), for
 Both sides of a pair run the same session, the watch attached or detached before each call.
 
 Then what the watch is for, on a trained model with real inputs: the committed digits CNN
-(``bench_runtime_common.build_small``, calibrated on scikit-learn digits scaled to [0, 1]) on
+(``common.build_small``, calibrated on scikit-learn digits scaled to [0, 1]) on
 all 540 digits with their pixel values multiplied by a gain (a camera's exposure moving):
 per gain, the share of input values the watch finds outside the calibrated range, whether it
 warns, and top-1 against the labels with its 95% Wilson interval.

@@ -11,7 +11,7 @@
 3. hog        a CPU-hog process started mid-run: re-tune delay (<= 5 s) and throughput vs the
               best fixed count under the same hog (>= 90%)
    (the input fast path of issue 17 is its own command, ``tools/benchmarks/bench_fastpath.py``, which
-   uses the helpers in ``bench_runtime_common.py``: .tflite predict NCHW and NHWC vs the raw invoke, uint8 frames
+   uses the helpers in ``common.py``: .tflite predict NCHW and NHWC vs the raw invoke, uint8 frames
    through submit, onnx predict vs ORT's U8S8 model)
 4. power      (``bench_runtime_power.py``) fake sysfs tree mains -> battery -> throttled under a steady request stream:
               the batcher's policy per phase, energy per sample vs a fixed batch-1 policy
