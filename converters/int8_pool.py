@@ -11,13 +11,9 @@ last feature map, no float pass. The .tflite writer maps both ops to the same ME
 Squeeze-excite blocks pool the same way (MobileNetV3, EfficientNet-B0): there a Q already
 follows the mean (the next Conv's input), so renaming the op is all it takes.
 
-Measured (2-core AMD EPYC, AVX2, onnxruntime 1.32, 1 thread): on the EfficientNet-Lite-style
-net of ``tools/benchmarks/bench_peers.py`` the tail's Transpose + DequantizeLinear + ReduceMean +
-QuantizeLinear ~70 us became one QLinearGlobalAveragePool of 17 us (onnxruntime's per-node
-profile); paired runs of the rpi4 ONNX model without / with the rewrite, time ratio: that net
-1.005-1.010, the zoo's ResNet-18 1.005, MobileNetV3-small (9 squeeze-excite pools) 1.114,
-MobileNetV3-large (8) 1.088, EfficientNet-B0 (16) 1.240. Outputs and .tflite bytes were the
-same in each.
+Measured with onnxruntime's per-node profile and paired runs without / with the rewrite: the
+tail becomes one fused kernel; the gain is largest on squeeze-excite nets, which pool in every
+block; outputs and .tflite bytes unchanged (docs/measurements/runtime.md, "Ties measured as ties").
 """
 
 from __future__ import annotations

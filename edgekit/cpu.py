@@ -3,10 +3,8 @@
 onnxruntime's x86 U8S8 kernels multiply uint8 activations by int8 weights with VPMADDUBSW,
 which adds two products into an int16 and saturates (255 * 127 * 2 > 32767). CPUs with VNNI
 (VPDPBUSD, 32-bit accumulation) and Arm CPUs do not saturate. onnxruntime's quantization docs
-name the remedy: 7-bit weights (``reduce_range``). Measured on an AMD EPYC with AVX2 and no
-VNNI (2026-12-03): the digit-recognizer-py MNIST CNN scored 88.7% int8 against 90.0% float
-with 8-bit weights and 90.3% with 7-bit ones; LiteRT and the unfused QDQ graph agreed with each
-other to 0 steps while the fused ORT model was 4-8 steps off.
+name the remedy: 7-bit weights (``reduce_range``). Without VNNI the fused model lands steps
+off where LiteRT and the unfused QDQ graph agree exactly (docs/measurements/exact_int8.md).
 """
 
 from __future__ import annotations
@@ -66,8 +64,7 @@ def exact_int8_needs_unfused(reduce_range: bool) -> bool:
 
 
 # Said once, at the first predict of an int8 ONNX model that runs unfused here (logger
-# "edgekit"). The figure: tools/benchmarks/bench_exact_int8.py on EfficientNet-Lite0's rpi4 artifact, 1
-# thread: unfused 26.2 ms, fused 4.6 ms (VNNI kernels; ~7 ms without), float 9.6 ms.
+# "edgekit"). The figure: tools/benchmarks/bench_exact_int8.py (docs/measurements/exact_int8.md).
 UNFUSED_NOTE = (
     "this int8 ONNX model runs unfused on this CPU: onnxruntime's fused int8 kernels saturate "
     "8-bit weights on x86 without VNNI, so edgekit runs the int8 math as written to get "
@@ -79,8 +76,8 @@ UNFUSED_NOTE = (
 # onnxruntime session config that, in an unfused (BASIC) session, lets constant folding turn
 # DequantizeLinear(int8 weight) into the float weight once at load, instead of on every run
 # (ORT skips folding DQ nodes to keep QDQ groups for fusions that an unfused session never
-# does). The same float values, so the same results bit for bit; measured on the digits CNN
-# (AVX2 EPYC, 1 thread): 268 -> 222 us per call, its largest cost was re-dequantizing weights.
+# does). The same float values, so the same results bit for bit; re-dequantizing weights was
+# a small model's largest cost (docs/measurements/exact_int8.md).
 UNFUSED_FOLD_WEIGHTS = ("session.disable_quant_qdq", "1")
 
 # onnxruntime graph transformers every edgekit session leaves out. WeightBiasQuantization

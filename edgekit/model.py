@@ -43,9 +43,8 @@ _NDARRAY = np.ndarray  # a module global: one lookup fewer on predict's fast pat
 _isfinite = math.isfinite
 _sum = sum
 # Inputs up to this many elements are checked for NaN/inf as Python floats (``tolist`` and
-# ``sum``) rather than by a BLAS dot product: measured in place after the ~110 us digits
-# call (64 floats, interleaved, loaded VM) the sum was ~0.9 us cheaper than the dot in 3 of
-# 4 runs (the BLAS code is cold after the runtime ran); at 192 floats the dot was cheaper.
+# ``sum``) rather than by a BLAS dot product: the BLAS code is cold after the runtime ran, so
+# for a few floats the sum is cheaper; at 192 floats the dot was (docs/measurements/runtime.md).
 # The float64 sum of at most this many float32 values cannot overflow, so it is finite
 # exactly when every value is.
 SUM_CHECK_MAX = 128
@@ -230,9 +229,9 @@ class Model:
         if type(x) is _NDARRAY and x.dtype is _F32 and (
                 small := fast[0].get(x.shape)) is not None:  # type: ignore[index]
             # Same shape and dtype as an earlier valid call that ran as one backend call:
-            # skip validation (runtimes copy a non-contiguous array themselves). On a ~110 us
+            # skip validation (runtimes copy a non-contiguous array themselves). On a digits-size
             # model every object touched here shows (the runtime's call leaves the caches
-            # cold for it: ~7 us around the call in place, ~1.5 us alone), so what the fast
+            # cold for it; tools/benchmarks/bench_runtime.py --only overhead), so what the fast
             # path reads is one tuple, stored as one on every Session.swap; onnxruntime's C
             # run is called directly; only one call in SAMPLE_STRIDE is timed while calls
             # are fast (edgekit/stats.py).

@@ -15,11 +15,9 @@ a 1-3 channel stem at 8.9 GMAC/s in int8 against 15.5 in float, and depthwise at
    whole QDQ model, which costs the Q/DQ nodes the float layers add. Groups faster by at
    least ``MARGIN`` ship together, when the model stays within the accuracy budget; the
    manifest lists them (``precision_speed.layers``); a measured gain must show in two timings.
-   ``edgekit build --target host --objective latency`` on this VM (2026-12-04): the digits CNN's
-   float stem measured 0.921x, 0.963x, 0.980x and 0.961x the int8 time in four builds (one
-   earlier single timing read 1.049x) and shipped float, accuracy unchanged; the
-   EfficientNet-Lite-style net of ``tools/benchmarks/bench_peers.py`` measured its float stem at 0.993x and
-   its 14 float depthwise layers at 1.004x, and shipped int8.
+   On this x86 host the digits CNN's float stem ships float and the EfficientNet-Lite-style
+   net stays int8 (``edgekit build --target host --objective latency``;
+   docs/measurements/precision.md).
 A measured choice depends on the machine it ran on, as the whole-model one does.
 """
 

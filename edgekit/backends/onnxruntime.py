@@ -57,7 +57,7 @@ class OnnxRuntimeBackend(Backend):
                                 f"{type(exc).__name__}: {str(exc)[:300]}") from exc
         self._output_names = [o.name for o in outputs]
         # InferenceSession.run is a Python wrapper that re-checks the feed names, OrtValue
-        # ownership and graph capture on every call (~1.5 us, 5% of a 29 us model) and
+        # ownership and graph capture on every call (a few % of a small model) and
         # falls back between execution providers (we only use the CPU one). The C++ run
         # checks names, shapes and types itself; bind it once, with the output names, so
         # that ``backend.run(feeds)`` is one small frame around the C call.

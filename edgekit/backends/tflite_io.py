@@ -8,8 +8,7 @@ byte is the code; the codes are gathered into the model's layout one channel pla
 (NCHW -> NHWC); an NHWC array for an NHWC model skips the re-layout. It gives exactly what
 ``rint(x / scale) + zp`` clipped gives (clipping before rounding is the same because the
 bounds are integers; see ``_MAGIC``), so test vectors and validation figures do not move.
-On a 224x224x3 image: ~0.14 ms from NCHW (was ~0.18 with separate rint, add and cast
-passes, and ~0.5 ms for the strided float divide before that).
+Its cost against the invoke: ``tools/benchmarks/bench_fastpath.py`` (docs/measurements/runtime.md).
 
 ``InputPlan.write_pixels`` takes a camera frame as it comes (uint8, NHWC, [1, H, W, C] or
 [H, W, C]) when the manifest's preprocess spec says how pixels become the model's input:
@@ -34,13 +33,12 @@ if TYPE_CHECKING:
 NHWC = (0, 2, 3, 1)
 MAX_PLANES = 4  # gray, RGB, RGBA: one plane copy each; more channels: one strided copy
 # the clip ufunc itself: np.clip's Python wrapper and np.maximum + np.minimum each cost more
-# than the arithmetic (np.maximum/minimum ran 80 us each on 150k floats, the ufunc 27 us)
+# than the arithmetic on an image-size buffer (docs/measurements/runtime.md)
 _clip = getattr(getattr(np, "_core", getattr(np, "core", None)), "umath", np).clip
 # min and max of the scaled buffer decide whether it needs clipping at all, and find NaN/inf
 # on the way (NaN propagates into both): two reads instead of predict's separate NaN dot
-# (a read) and the clip (a read and a write). On a 224x224x3 image measured in place after an
-# invoke (cold caches): dot + divide + clip 164 us, divide + min + max 121 us; the whole
-# write with the check 248-288 us, was 307-347.
+# (a read) and the clip (a read and a write): cheaper on an image measured in place after an
+# invoke (docs/measurements/runtime.md, "The LiteRT write's check folded into its clip").
 _min, _max = np.minimum.reduce, np.maximum.reduce
 # Round-and-offset in one add: a float32 in [2**23, 2**24) has a unit step, so
 # v + (_MAGIC + zp) rounds v to an integer half-to-even exactly as np.rint does when
