@@ -1,4 +1,4 @@
-"""The default-on accuracy guard on every tools/zoo.py model: the budget met, or exit 3; never a shipped miss.
+"""The default-on accuracy guard on every tools/zoo model: the budget met, or exit 3; never a shipped miss.
 
 Each zoo model is built for rpi4 as a *plain* build: the guard on (``--guard-time``, default
 180 s), no ``accept_accuracy_drop`` (unlike ``bench_zoo``'s coverage rows). Calibration and
