@@ -21,15 +21,15 @@ def test_efficientnet_lite_like_builds_with_realistic_batchnorm() -> None:
 
 
 def test_a_ratio_whose_interval_holds_the_bar_is_called_a_tie() -> None:
-    from tools.benchmarks import bench_peers
+    from tools.benchmarks import common  # the paired-ratio helpers bench_peers prints with
 
     rng = np.random.default_rng(0)
     tied = 1.0 + rng.normal(0, 0.02, 20)  # per-block ratios scattered around the bar
     missed = 0.9 + rng.normal(0, 0.002, 20)
-    lo, hi = bench_peers.median_ci(tied)
+    lo, hi = common.median_ci(tied)
     assert lo < np.median(tied) < hi and lo < 1.0 < hi
     r = {"ratio": float(np.median(tied)), "ci": (lo, hi)}
-    assert bench_peers.verdict(r["ratio"] >= 1.0, r, 1.0).endswith("(tie)")
-    r = {"ratio": float(np.median(missed)), "ci": bench_peers.median_ci(missed)}
-    assert bench_peers.verdict(False, r, 1.0) == "FAIL"
-    assert bench_peers.ratio_text({"ratio": 0.99996, "ci": (0.98, 1.01)}).startswith("1.0000")
+    assert common.verdict(r["ratio"] >= 1.0, r, 1.0).endswith("(tie)")
+    r = {"ratio": float(np.median(missed)), "ci": common.median_ci(missed)}
+    assert common.verdict(False, r, 1.0) == "FAIL"
+    assert common.ratio_text({"ratio": 0.99996, "ci": (0.98, 1.01)}).startswith("1.0000")

@@ -23,7 +23,7 @@ warns, and top-1 against the labels with its 95% Wilson interval.
 
 The bar is <= 1.01 (1% of predict). Each pair runs in alternating blocks; a ratio is the
 median of per-block ratios (1 thread: thread CPU time, else wall time), with its 90%
-bootstrap interval (``bench_peers.paired``). Run it a few times on a shared machine.
+bootstrap interval (``common.paired``). Run it a few times on a shared machine.
 """
 
 from __future__ import annotations
@@ -41,8 +41,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tools")]  # tools.* packages, and the zoo as ``zoo``
 
 import edgekit  # noqa: E402
-from tools.benchmarks.bench_peers import paired, ratio_text, verdict  # noqa: E402
-from tools.benchmarks.common import build_small, build_vision  # noqa: E402
+from tools.benchmarks.common import build_small, build_vision, paired, ratio_text, verdict  # noqa: E402
 
 BAR = 1.01
 

@@ -38,8 +38,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tools")]  # tools.* packages, and the zoo as ``zoo``
 
 import edgekit  # noqa: E402
-from tools.benchmarks.bench_peers import ort_session, ort_u8s8, paired  # noqa: E402
-from tools.benchmarks.bench_runtime import bare_call, build_vision, one_input  # noqa: E402
+from tools.benchmarks.bench_peers import ort_session, ort_u8s8  # noqa: E402
+from tools.benchmarks.common import bare_call, build_vision, one_input, paired  # noqa: E402
 
 
 def tflite_rows(vision: Path, threads: int, rounds: int, float_io: Path | None = None

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tools")]  # tools.* packages, and the zoo as ``zoo``
 
 import edgekit  # noqa: E402
-from tools.benchmarks.bench_runtime import bare_call  # noqa: E402
+from tools.benchmarks.common import bare_call, paired, ratio_text, verdict  # noqa: E402
 
 SIZE = 224
 
@@ -136,58 +135,6 @@ def ort_session(path: Path, threads: int) -> Any:
     so.inter_op_num_threads = 1
     so.log_severity_level = 3
     return ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])
-
-
-# -- timing ------------------------------------------------------------------------------
-def paired(a: Callable[[], Any], b: Callable[[], Any], rounds: int, threads: int,
-           seconds: float = 0.15) -> dict[str, float]:
-    """Median per-call time of a and b and the median of per-block ratios a/b. At 1 thread
-    in this thread's CPU time (both runtimes then run on the caller's thread: that is all
-    the work, and other processes holding the core do not count); else wall time."""
-    clock = time.thread_time if threads == 1 else time.perf_counter
-    for _ in range(3):
-        a()
-        b()
-    t = time.perf_counter()
-    a()
-    b()
-    calls = max(2, int(seconds / max(1e-6, (time.perf_counter() - t) / 2)))
-    ta: list[float] = []
-    tb: list[float] = []
-    for r in range(rounds):
-        pair = ((a, ta), (b, tb))
-        for fn, out in pair if r % 2 == 0 else pair[::-1]:
-            start = clock()
-            for _ in range(calls):
-                fn()
-            out.append((clock() - start) / calls)
-    ratios = np.array(ta) / np.array(tb)
-    return {"a_ms": float(np.median(ta)) * 1e3, "b_ms": float(np.median(tb)) * 1e3,
-            "ratio": float(np.median(ratios)), "ci": median_ci(ratios)}
-
-
-def median_ci(values: np.ndarray, level: float = 0.9) -> tuple[float, float]:
-    """A bootstrap confidence interval of the median of ``values`` (per-block ratios):
-    whether a ratio a little past its bar is a miss or noise around a tie. Seeded, so a
-    printed table can be re-derived from its blocks."""
-    from scipy.stats import bootstrap
-
-    res = bootstrap((values,), np.median, confidence_level=level, method="percentile",
-                    n_resamples=2000, rng=np.random.default_rng(0))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
-
-
-def ratio_text(r: dict[str, Any]) -> str:
-    """``1.0461 [1.031, 1.060]``: the median ratio (four decimals: a 0.9996 that misses a
-    1.00 bar does not print as 1.000) and its 90% interval."""
-    lo, hi = r["ci"]
-    return f"{r['ratio']:.4f} [{lo:.3f}, {hi:.3f}]"
-
-
-def verdict(ok: bool, r: dict[str, Any], bar: float) -> str:
-    """PASS / FAIL on the median; ``(tie)`` when the bar lies inside the interval."""
-    lo, hi = r["ci"]
-    return ("PASS" if ok else "FAIL") + (" (tie)" if lo <= bar <= hi else "")
 
 
 def profile_preferences() -> list[str]:

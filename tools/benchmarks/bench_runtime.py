@@ -42,7 +42,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tools")]  # tools.* packages, and the zoo
 
 import edgekit  # noqa: E402
 from tools.benchmarks.bench_runtime_power import power_claims, power_phases, print_power  # noqa: E402
-from tools.benchmarks.common import (  # noqa: E402,F401 - bench_fastpath and bench_peers import these from here
+from tools.benchmarks.common import (  # noqa: E402
     bare_call,
     build_medium,
     build_small,
