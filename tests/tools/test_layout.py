@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools"
-# a tools/ path as docs and comments write it: tools/x.py, tools/benchmarks/bench_y.py, tools/zoo/
+# a tools/ path as docs and comments write it: tools/quickstart.sh, tools/benchmarks/bench_peers.py, tools/zoo/
 TOOLS_PATH = re.compile(r"(?<![\w/.])tools/[\w./-]*[\w/]")
 
 
