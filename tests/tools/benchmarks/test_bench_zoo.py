@@ -3,21 +3,13 @@ state's batch axis) and the parity column, which skips outputs the .tflite gives
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import zoo  # tools/ is on sys.path via tests/conftest.py
-
-BENCH = Path(__file__).resolve().parents[2] / "tools" / "benchmarks" / "bench_zoo.py"
 
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_zoo", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    from tools.benchmarks import bench_zoo
+
+    return bench_zoo
 
 
 def test_the_vad_builds_with_its_sample_rate_frozen_and_its_state_on_axis_1() -> None:
