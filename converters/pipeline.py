@@ -40,6 +40,9 @@ STAGES: dict[str, str] = {
     "calibrate": "edgekit.converters.stages.calibrate:Calibrate",
     "quantize": "edgekit.converters.stages.quantize:Quantize",
     "validate": "edgekit.converters.stages.validate:Validate",
+    "accuracy_decision": "edgekit.converters.search.decision_stages:AccuracyDecision",
+    "speed_choice": "edgekit.converters.search.decision_stages:SpeedChoice",
+    "layer_speed": "edgekit.converters.search.decision_stages:LayerSpeed",
     "convert_tflite": "edgekit.converters.stages.convert_tflite:ConvertTflite",
     "estimate": "edgekit.converters.stages.estimate:Estimate",
     "package": "edgekit.converters.stages.package:Package",
@@ -119,8 +122,12 @@ class Plan:
         return self.names[self.names.index(name) - 1]
 
 
-def plan(source_kind: str, prune: bool) -> Plan:
-    """The stages of a build of an ``onnx`` or ``torch`` source, pruning or not.
+# taken by a plain build after validate; a budget-fitting search takes them among its candidates
+DECISIONS = ("accuracy_decision", "speed_choice", "layer_speed")
+
+
+def plan(source_kind: str, prune: bool, search: bool = False) -> Plan:
+    """The stages of a build of an ``onnx`` or ``torch`` source, pruning or not, searching or not.
 
     ``prepare`` always follows ``pin``: the symbolic dims are pinned from the calibration
     data first, so that onnxruntime's optimizer in ``prepare`` folds the shape subgraphs.
@@ -131,6 +138,8 @@ def plan(source_kind: str, prune: bool) -> Plan:
         skip.add("check_export")  # exported ONNX vs torch: torch sources only
     if not prune:
         skip.add("prune")
+    if search:
+        skip.update(DECISIONS)
     return Plan(tuple(n for n in STAGES if n not in skip))
 
 

@@ -33,6 +33,8 @@ def test_manifest_records_the_build(digits_artifact):
     names = [s["name"] for s in m["stages"]]
     for stage in ("load", "prepare", "data", "calibrate", "quantize", "validate", "package"):
         assert stage in names
+    # the decisions that may change the shipped model are stages too, right after validate
+    assert names[names.index("validate") + 1:][:3] == ["accuracy_decision", "speed_choice", "layer_speed"]
     assert m["quantization"]["per_channel"] is True
     assert m["quantization"]["method"] in ("minmax", "percentile", "entropy")
     assert m["inputs"][0]["name"] == "image" and m["inputs"][0]["layout"] == "NCHW"

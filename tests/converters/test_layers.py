@@ -45,7 +45,7 @@ LAYERS = [
                    "sharded_calibration", "int8_pool"]),
     ("stages", ["stages"]),
     ("search", ["search"]),
-    ("API", ["", "summary"]),
+    ("API", ["", "api", "summary"]),
     ("matrix", ["matrix"]),
     ("commands", ["commands"]),
 ]

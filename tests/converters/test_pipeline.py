@@ -72,3 +72,14 @@ def test_the_prefix_cache_runs_each_stage_once_per_distinct_prefix(tmp_path):
     assert [s["name"] for s in entropy.stages] == ["load", "data", "pin", "prepare",
                                                    "equalize", "calibrate", "quantize"]
     assert base.stages == [] and entropy.produced["ranges"] == "calibrate"
+
+
+@pytest.mark.parametrize("kind", ["onnx", "torch"])
+def test_the_decisions_after_validate_are_stages_of_a_plain_plan_and_left_to_the_search(kind):
+    plain, searched = plan(kind, False).names, plan(kind, True, search=True).names
+    after = plain[plain.index("validate") + 1:]
+    assert after[:3] == ("accuracy_decision", "speed_choice", "layer_speed")
+    assert not {"accuracy_decision", "speed_choice", "layer_speed"} & set(searched)
+    for name in ("accuracy_decision", "speed_choice", "layer_speed"):
+        assert stage_class(name).name == name  # registered under its own name
+    check_order(plain, GIVEN)
