@@ -15,6 +15,7 @@ from ..context import BuildContext
 from ..graph_names import name_nodes
 from ..io_spec import describe_io, refuse_scalar_outputs
 from ..map_outputs import unzip_map_outputs
+from ..ml_ops import lower_ml_ops
 from ..opset import default_opset, merge_opset_imports
 from ..pipeline import Stage
 from ..tflite_source import is_tflite, tflite_to_onnx
@@ -100,6 +101,8 @@ class LoadOnnx(Stage):
         ctx.source_info.update(opset=opset, ir_version=model.ir_version,
                                producer=f"{model.producer_name} {model.producer_version}".strip())
         for note in unzip_map_outputs(model):  # ZipMap's sequence of maps: its tensor
+            ctx.report(f"  {note}")
+        for note in lower_ml_ops(model):  # skl2onnx's LinearClassifier, Normalizer...
             ctx.report(f"  {note}")
         name_nodes(model.graph)  # unnamed or twice-named nodes (spox's 'F0::anon'): one name each
         refuse_scalar_outputs(model, str(path))
