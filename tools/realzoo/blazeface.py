@@ -65,8 +65,9 @@ def faces_kept(output_names: tuple[str, str]):  # noqa: ANN201 (a metrics.Scorer
     (IoU >= 0.5)."""
     def score(outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray],
               _: dict[str, np.ndarray]) -> np.ndarray:
-        got = decode([outputs[n] for n in output_names])
-        ref = decode([reference[n] for n in output_names])
+        # stacked per sample: [N, 1, 896, k] from runs of one, [N, 896, k] from a batch
+        got = decode([outputs[n].reshape(-1, *outputs[n].shape[-2:]) for n in output_names])
+        ref = decode([reference[n].reshape(-1, *reference[n].shape[-2:]) for n in output_names])
         return np.asarray([match(r, g, MATCH_IOU) / len(r.boxes)
                            for r, g in zip(ref, got, strict=True) if len(r.boxes)], np.float64)
     return score
