@@ -218,6 +218,7 @@ def fold_label_chains(model: Any) -> int:
         for i in n.input:
             users.setdefault(i, []).append(n)
     outputs = {o.name: o for o in graph.output}
+    ranks = _ranks(model)
     folded, dropped = 0, set()
     for name, value in outputs.items():
         if value.type.tensor_type.elem_type != TensorProto.INT64 or \
@@ -230,7 +231,8 @@ def fold_label_chains(model: Any) -> int:
         if current is None or current.op_type != "ArgMax" or not chain:
             continue
         attrs = _attrs(current)
-        if int(attrs.get("axis", 0)) not in (1, -1) or attrs.get("select_last_index", 0):
+        if int(attrs.get("axis", 0)) not in (1, -1) or attrs.get("select_last_index", 0) or \
+                ranks.get(current.input[0]) != 2:  # [N, classes] scores only
             continue
         inner = [*chain[1:], current]
         if any(len(users.get(n.output[0], [])) != 1 or n.output[0] in outputs for n in inner):
@@ -249,6 +251,19 @@ def fold_label_chains(model: Any) -> int:
         del graph.node[:]
         graph.node.extend(_topological(kept, graph))
     return folded
+
+
+def _ranks(model: Any) -> dict[str, int]:
+    """Tensor name -> rank, where shape inference knows it."""
+    from onnx import shape_inference
+
+    try:
+        inferred = shape_inference.infer_shapes(model)
+    except Exception:  # an op the inference does not know: fold nothing it cannot check
+        return {}
+    values = [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]
+    return {v.name: len(v.type.tensor_type.shape.dim) for v in values
+            if v.type.tensor_type.HasField("shape")}
 
 
 def _passes_values(node: Any) -> bool:

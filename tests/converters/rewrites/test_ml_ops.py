@@ -154,3 +154,24 @@ def test_skl2onnx_models_lower_to_the_same_labels(name: str):
     x = np.load(REALZOO / name / "val.npz")["X"]
     want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"X": x})
     np.testing.assert_array_equal(_run(model, x)[0], want[0])
+
+
+def test_a_label_chain_over_per_step_scores_is_left_alone():
+    """ArgMax over the classes of [N, T, C] scores, flattened to [N*T]: not a [N] label."""
+    shape = numpy_helper.from_array(np.asarray([-1], np.int64), "shape")
+    nodes = [helper.make_node("Reshape", ["X", "shape3"], ["steps"], name="steps"),
+             helper.make_node("ArgMax", ["steps"], ["best"], axis=-1, name="argmax"),
+             helper.make_node("Reshape", ["best", "shape"], ["flat"], name="flat"),
+             helper.make_node("Cast", ["flat"], ["label"], to=7, name="cast"),
+             helper.make_node("Scaler", ["X"], ["scaled"], offset=[0.0], scale=[1.0],
+                              domain="ai.onnx.ml", name="scaler")]
+    shape3 = numpy_helper.from_array(np.asarray([-1, 3, 2], np.int64), "shape3")
+    model = _model(nodes, [helper.make_tensor_value_info("label", TensorProto.INT64, [None]),
+                           helper.make_tensor_value_info("scaled", TensorProto.FLOAT,
+                                                         [None, FEATURES])], [shape, shape3])
+    lowered = onnx.ModelProto()
+    lowered.CopyFrom(model)
+    notes = lower_ml_ops(lowered)
+    assert notes and not any("label" in n for n in notes)
+    x = RNG.normal(0, 1, (8, FEATURES)).astype(np.float32)
+    np.testing.assert_array_equal(_run(lowered, x)[0], _run(model, x)[0])
