@@ -84,6 +84,7 @@ setup(
             "cryptography>=42",  # edgekit build --sign, edgekit keygen
             "tomli-w>=1.0",  # edgekit build --save-config writes the TOML --config reads
             "onnxscript>=0.5",  # its constant folder inlines the If branches a --const decides
+            "tflite2onnx>=0.4.1",  # a float .tflite source as ONNX (pure Python: no TensorFlow)
             "scipy>=1.10",  # exact binomial / bootstrap intervals of accuracy figures (metrics/evidence.py)
         ],
         # --executor ray: the build's shards and candidates as Ray tasks (converters/executor)

@@ -58,7 +58,9 @@ def describe_io(model: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
         dtype = PASS_THROUGH_TYPES.get(elem, "float32")
         inputs.append({"name": vi.name, "shape": shape, "dtype": dtype, "layout": layout})
     for vi in model.graph.output:
-        outputs.append({"name": vi.name, "shape": tensor_shape(vi), "dtype": "float32"})
+        # an integer output (a class label from ArgMax) keeps its type
+        dtype = PASS_THROUGH_TYPES.get(vi.type.tensor_type.elem_type, "float32")
+        outputs.append({"name": vi.name, "shape": tensor_shape(vi), "dtype": dtype})
     return inputs, outputs
 
 

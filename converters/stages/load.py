@@ -1,5 +1,6 @@
-"""Load an ONNX source model: read it (never modify the file), check it, describe its inputs/outputs;
-the copy the build works on has one name per node and tensor outputs only."""
+"""Load an ONNX source model (a float .tflite is converted to ONNX first: tflite_source.py):
+read it (never modify the file), check it, describe its inputs/outputs; the copy the build
+works on has one name per node and tensor outputs only."""
 
 from __future__ import annotations
 
@@ -14,26 +15,12 @@ from ..context import BuildContext
 from ..graph_names import name_nodes
 from ..io_spec import describe_io, refuse_scalar_outputs
 from ..map_outputs import unzip_map_outputs
+from ..ml_ops import lower_ml_ops
 from ..opset import default_opset, merge_opset_imports
 from ..pipeline import Stage
+from ..tflite_source import is_tflite, tflite_to_onnx
 
 MIN_OPSET = 13  # per-channel QDQ (axis on QuantizeLinear/DequantizeLinear) needs opset 13
-def refuse_tflite(path: Path) -> None:
-    """A .tflite source is refused by name, not as a corrupt ONNX protobuf.
-
-    ai-edge-quantizer (no TensorFlow needed) could quantize a float .tflite, but everything
-    after this stage (calibration ranges, validation, test vectors, the ONNX artifact) is
-    built on an ONNX graph, so a .tflite source would skip all of it."""
-    with path.open("rb") as handle:
-        head = handle.read(8)
-    if path.suffix.lower() == ".tflite" or head[4:8] == b"TFL3":
-        raise UnsupportedModelError(
-            f"{path}: a .tflite source needs its original model to be calibrated, validated "
-            "and tested here; export your model to ONNX instead (PyTorch: torch.onnx.export, "
-            "or pass the module itself; TensorFlow/Keras: python -m tf2onnx.convert "
-            f"--tflite {path.name} --output model.onnx) and build that")
-
-
 def external_files(model: Any, folder: Path) -> list[Path]:
     """The external data files the initializers of ``model`` (loaded without its external
     data) read, once each, resolved under ``folder``; a missing one is a ``ModelFormatError``."""
@@ -70,10 +57,15 @@ class LoadOnnx(Stage):
                      f"file {path.name} (its own weights are used)")
         if not path.is_file():
             raise ModelFormatError(f"{path}: no such model file (expected an .onnx file)")
-        refuse_tflite(path)
         ctx.source_info.update(name=path.name, format="onnx", sha256=sha256_file(path))
+        graph_path = path
+        if is_tflite(path):  # a float .tflite: its ONNX graph, in the .tflite's own layout
+            graph_path = ctx.workdir / "source-from-tflite.onnx"
+            for note in tflite_to_onnx(path, graph_path):
+                ctx.report(f"  {note}")
+            ctx.source_info["converted_from"] = "tflite"
         try:
-            model = onnx.load(str(path), load_external_data=False)
+            model = onnx.load(str(graph_path), load_external_data=False)
             external = external_files(model, path.parent)
             if external:  # weights beside the graph (model.onnx.data): read from its folder
                 onnx.load_external_data_for_model(model, str(path.parent))
@@ -109,6 +101,8 @@ class LoadOnnx(Stage):
         ctx.source_info.update(opset=opset, ir_version=model.ir_version,
                                producer=f"{model.producer_name} {model.producer_version}".strip())
         for note in unzip_map_outputs(model):  # ZipMap's sequence of maps: its tensor
+            ctx.report(f"  {note}")
+        for note in lower_ml_ops(model):  # skl2onnx's LinearClassifier, Normalizer...
             ctx.report(f"  {note}")
         name_nodes(model.graph)  # unnamed or twice-named nodes (spox's 'F0::anon'): one name each
         refuse_scalar_outputs(model, str(path))

@@ -236,7 +236,9 @@ def _describe(name: str, value: Value) -> dict:
         "name": name,
         "tflite_name": value.tensor.name,
         "shape": list(value.shape),
-        "dtype": value.qparams.dtype if value.quantized else "float32",
+        # an index output (ArgMax) keeps its integer type
+        "dtype": value.qparams.dtype if value.quantized else (
+            value.tensor.dtype if value.tensor.dtype in ("int64", "int32") else "float32"),
         "perm": list(value.perm),
         "layout": layout_name(value.perm),
     }

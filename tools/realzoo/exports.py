@@ -15,7 +15,7 @@ import types
 from collections.abc import Callable
 from pathlib import Path
 
-from . import pins
+from . import moonshine, pins
 from .wheels import extracted
 
 REPO = Path(__file__).resolve().parents[2]
@@ -117,6 +117,7 @@ EXPORTS: dict[str, Callable[[Path], None]] = {
     "mtcnn_onet": _mtcnn("onet"),
     "sklearn_mlp_digits": _sklearn_mlp_digits,
     "sklearn_logreg_mnist": _sklearn_logreg_mnist,
+    "moonshine_encoder": moonshine.export_encoder,  # ORT format -> ONNX (not PyTorch)
 }
 
 

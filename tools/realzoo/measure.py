@@ -49,12 +49,25 @@ def _safe(step: str, result: dict[str, object], fn) -> object:  # noqa: ANN001
         result[f"{step}_s"] = round(time.perf_counter() - started, 1)
 
 
+def _onnx_of_tflite(source: Path, out: Path) -> Path:
+    """The float .tflite as the ONNX graph edgekit's load stage builds from (tflite2onnx, in
+    the .tflite's layout, checked there to match LiteRT within 1e-3 of each output's largest
+    value): the float reference and what the onnxruntime peer quantizes."""
+    from edgekit.converters.tflite_source import tflite_to_onnx
+
+    if not out.is_file():
+        tflite_to_onnx(source, out)
+    return out
+
+
 def measure(model: Model, artifact: Path | None) -> dict[str, object]:
     sets = materialize(model)
     source, axes = source_path(model), sample_axes(model)
     result: dict[str, object] = {"model": model.name, "metric": model.metric.name}
-    if source.suffix != ".onnx":
-        result["float_error"] = "not an ONNX source"
+    if source.suffix == ".tflite":  # float and peer run its ONNX conversion (as the build's)
+        source = _onnx_of_tflite(source, model_dir(model) / f"{model.name}.from_tflite.onnx")
+    elif source.suffix != ".onnx":
+        result["float_error"] = f"not an ONNX or .tflite source: {source.name}"
         return result
     reference = _safe("float", result, lambda: run_onnx(source, sets.val, axes, model.consts))
     if reference is None:

