@@ -158,6 +158,7 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
         return outcome.timed_out
 
     progress = Progress(config.quiet)
+    ranges = ctx.ranges.get(method)
     if config.guard_time <= 0:  # no rebuild can happen: ranking would only cost time
         outcome.timed_out = True  # (4.7 of 28 s of an EfficientNet-Lite0 build, bench_build)
         ctx.report("  accuracy guard: off (--guard-time 0)")
@@ -170,7 +171,7 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
             return outcome
         ceiling_path = ctx.workdir / "guard-ceiling.onnx"
         ceiling_path.write_bytes(restore.restored(qdq, float_model, [r for group in items for r in group]))
-        outcome.ceiling = scorer.score(ceiling_path)[1]
+        outcome.ceiling = scorer.score(ceiling_path, None, ranges)[1]
         progress(0)
         if not acceptable(outcome.ceiling):
             outcome.hopeless = True
@@ -202,7 +203,7 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
                     break
                 try:
                     path = rebuild(ctx, method, nodes, k, rung)
-                    score = scorer.score(path)[1]
+                    score = scorer.score(path, shipped_keep_float(ctx, nodes, rung), ranges)[1]
                 except Exception as exc:  # noqa: BLE001 - a rung that cannot rewrite this graph: the next rung
                     if rung == "float":
                         raise
@@ -226,6 +227,15 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
         outcome.seconds = time.monotonic() - started
         ctx.timings.seconds["accuracy_guard"] = outcome.seconds
     return outcome
+
+
+def shipped_keep_float(ctx: BuildContext, nodes: list[str], rung: str) -> list[str]:
+    """The .tflite writer's keep_float for a guard attempt: the user's nodes, the attempt's
+    at the fp16 / float rungs, and the packed outputs' Concats (split_packed.py: the writer must
+    not give a packed output one int8 scale again; YOLOv8n kept 26% of its detections)."""
+    from ..shipped import Shipped
+
+    return Shipped(ctx).keep_float(nodes if rung in ("fp16", "float") else ())
 
 
 def onnx_nodes(path: Path) -> dict[str, str]:
@@ -304,8 +314,9 @@ def enforce_accuracy(ctx: BuildContext) -> None:
     config = ctx.config
     budget = float(check["limit"])
     method = ctx.validation["method"]
-    scorer = Scorer(config, ctx.float_path, ctx.val, [o["name"] for o in ctx.outputs])
-    first_metrics, first = scorer.score(ctx.quant_path)
+    scorer = Scorer.for_build(ctx)
+    first_metrics, first = scorer.score(ctx.quant_path, ctx.quantization.get("keep_float") or [],
+                                        ctx.ranges.get(method))
     reference = ctx.evidence.get("reference")
 
     def passable(score: TaskScore) -> bool:
@@ -353,14 +364,10 @@ def enforce_accuracy(ctx: BuildContext) -> None:
                              "verdict": chosen.score.evidence.verdict(budget)}
     candidates = ctx.validation["candidates"]
     if chosen is not None:
-        metrics, score = scorer.score(chosen.path)
+        keep_float = shipped_keep_float(ctx, chosen.nodes, chosen.rung)
+        metrics, score = scorer.score(chosen.path, keep_float, ctx.ranges.get(method))
         record_choice(ctx, chosen.path, method, metrics, score, scorer.task, candidates)
-        widened = set(chosen.nodes) if chosen.rung in ("fp16", "float") else set()
-        # the packed outputs' Concats stay float too (split_packed.py): the writer must not
-        # give the packed output one int8 scale again (YOLOv8n kept 26% of its detections)
-        split = {p["concat_kept_float"] for p in ctx.quantization.get("packed_outputs") or []
-                 if p.get("concat_kept_float")}
-        ctx.quantization["keep_float"] = sorted(set(config.keep_float) | widened | split)
+        ctx.quantization["keep_float"] = keep_float
         ctx.quantization["mixed_precision"] = {"rung": chosen.rung, "nodes": chosen.nodes}
     else:
         record_choice(ctx, ctx.quant_path, method, first_metrics, first, scorer.task, candidates)
