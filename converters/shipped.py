@@ -25,6 +25,8 @@ from edgekit.errors import UnsupportedModelError
 from .context import BuildContext, Dataset
 
 CACHE = "tflite_written"  # ctx.evidence key: (path, keep_float, ranges) -> TFLiteModel | error text
+# what a figure was measured on: the format the artifact ships
+FORMAT_NAMES = {"tflite": "the .tflite on LiteRT", "onnx": "the ONNX int8 graph on onnxruntime"}
 THREADS = 1  # one interpreter thread: the same outputs whatever else the host runs
 
 

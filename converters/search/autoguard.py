@@ -38,6 +38,7 @@ from edgekit.errors import BudgetError
 
 from ..context import BuildContext
 from ..graph_check import check_stage
+from ..shipped import FORMAT_NAMES
 from ..stages.quantize import QuantizeConfig
 from ..task_accuracy import Scorer, TaskScore
 
@@ -229,6 +230,16 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
     return outcome
 
 
+def at_fault(outcome: GuardOutcome) -> str:
+    """For an exit 3: the layer the guard's ranking blames (restored alone, it helped most)."""
+    if not outcome.ranking:
+        return ""
+    top = outcome.ranking[0]
+    where = f" (the {outcome.ceiling.evidence.figure:.2f}-point ceiling with every candidate float)" \
+        if outcome.hopeless and outcome.ceiling is not None else ""
+    return f"; the layer at fault: {top.kind} {top.tensor!r}, {top.reason()}{where}"
+
+
 def shipped_keep_float(ctx: BuildContext, nodes: list[str], rung: str) -> list[str]:
     """The .tflite writer's keep_float for a guard attempt: the user's nodes, the attempt's
     at the fp16 / float rungs, and the packed outputs' Concats (split_packed.py: the writer must
@@ -350,10 +361,11 @@ def enforce_accuracy(ctx: BuildContext) -> None:
     missed = check.get("verdict") == "missed"
     if chosen is None and missed and not config.accept_accuracy_drop:
         raise BudgetError(
-            f"int8 misses the {ctx.profile.name} {check['judged']} budget of {budget:g} points: "
+            f"int8 misses the {ctx.profile.name} {check['judged']} budget of {budget:g} points "
+            f"(metric {scorer.task.name!r}, measured on {FORMAT_NAMES[first.format]}): "
             f"{first.evidence.judged(budget)}; {scorer.task.how_to_choose()}. The accuracy guard could not "
-            "meet it; no artifact written. Pass --accept-accuracy-drop to ship it anyway, give labelled "
-            "validation data (--val with labels) to judge accuracy, or set another budget "
+            f"meet it{at_fault(outcome)}; no artifact written. Pass --accept-accuracy-drop to ship it anyway, "
+            "give labelled validation data (--val with labels) to judge accuracy, or set another budget "
             "(--max-accuracy-drop)", rows)
     shipped_passable = chosen is not None
     if chosen is None:

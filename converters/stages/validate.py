@@ -29,11 +29,10 @@ import numpy as np
 from ..context import BuildContext
 from ..pipeline import Stage
 from ..qdq import float_nodes, input_quantization, output_quantization
+from ..shipped import FORMAT_NAMES
 from ..task_accuracy import BuildMetric, Scorer, TaskScore
 
 REFERENCE_NAME = "onnxruntime quantize_static, QDQ per-channel min-max U8S8"
-# what a figure was measured on (shipped.Shipped): the format the artifact ships
-FORMAT_NAMES = {"tflite": "the .tflite on LiteRT", "onnx": "the ONNX int8 graph on onnxruntime"}
 
 
 def annotate_io(ctx: BuildContext, model: Any) -> None:
