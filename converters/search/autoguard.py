@@ -43,6 +43,7 @@ from ..stages.quantize import QuantizeConfig
 from ..task_accuracy import Scorer, TaskScore
 
 LADDER: tuple[str, ...] = ("int8", "int16", "fp16", "float")  # every rung, cheapest first
+FAULT_SAMPLES = 2  # worst samples the ranking runs on when no rung can meet the budget (to name the layer)
 # share of --guard-time the ranking may take; the rest is for rebuilds (on a MobileNetV2 the
 # output-level measurement of every tensor alone takes longer than the whole bound)
 RANK_SHARE = 0.4
@@ -174,10 +175,11 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
         ceiling_path.write_bytes(restore.restored(qdq, float_model, [r for group in items for r in group]))
         outcome.ceiling = scorer.score(ceiling_path, None, ranges)[1]
         progress(0)
-        if not acceptable(outcome.ceiling):
-            outcome.hopeless = True
-            return outcome
-        index = restore.worst_first(first.result.per_sample, len(ctx.val))
+        outcome.hopeless = not acceptable(outcome.ceiling)
+        # hopeless: no rebuild can help, but the refusal names the layer at fault, ranked on
+        # the few worst samples (seconds: candidates x FAULT_SAMPLES runs, no rebuild)
+        index = restore.worst_first(first.result.per_sample, len(ctx.val),
+                                    FAULT_SAMPLES if outcome.hopeless else restore.SUBSET)
         subset = ctx.val.take(index)
         labels = None if subset.labels is None or not scorer.task.use_labels else subset.labels
         reference = [r[index] for r in scorer.reference]
@@ -194,6 +196,8 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
         if ranking:
             ctx.report("  accuracy guard: restoring alone helps most: " + ", ".join(
                 f"{s.tensor} ({s.task_drop:.1f} pts)" for s in ranking[:3]))
+        if outcome.hopeless:
+            return outcome
         label_ops(ranking, ctx.float_path)
         plans = steps(ranking, max_steps=len(ranking))
         for k, size in enumerate(prefix_sizes(len(plans))):
@@ -235,9 +239,9 @@ def at_fault(outcome: GuardOutcome) -> str:
     if not outcome.ranking:
         return ""
     top = outcome.ranking[0]
-    where = f" (the {outcome.ceiling.evidence.figure:.2f}-point ceiling with every candidate float)" \
-        if outcome.hopeless and outcome.ceiling is not None else ""
-    return f"; the layer at fault: {top.kind} {top.tensor!r}, {top.reason()}{where}"
+    spread = (f"; even every candidate float leaves {outcome.ceiling.evidence.figure:.2f} points, so the "
+              "loss is spread wider than the candidates" if outcome.hopeless and outcome.ceiling is not None else "")
+    return f"; the layer at fault (restored alone, it helps most): {top.kind} {top.tensor!r}: {top.reason()}{spread}"
 
 
 def shipped_keep_float(ctx: BuildContext, nodes: list[str], rung: str) -> list[str]:
