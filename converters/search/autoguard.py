@@ -8,8 +8,10 @@ Then (``run_guard``):
 
 1. candidates: the head's quantized tensors and the lowest local-SQNR ones, ``restore.CANDIDATES``
    of them (``search/restore.py``);
-2. the ceiling: all of them restored to float at once, on the whole validation set. If even
-   that misses, nothing the ladder can do with them meets the budget: stop (seconds, not minutes);
+2. the ceiling: all of them restored to float at once, on the whole validation set, in the format
+   the build ships (``shipped.py``). If even that misses, nothing the ladder can do with them meets
+   the budget: no rebuild; the ranking below runs on the ``FAULT_SAMPLES`` worst samples only, to
+   name the layer at fault in the exit 3 (seconds, not minutes);
 3. the ranking: each restored alone on ``restore.SUBSET`` validation samples (the worst first),
    scored by the task metric;
 4. rebuilds: the best 1, 2, 4 ... of them (at most ``--guard-steps``), each up the ladder
