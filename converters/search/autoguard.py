@@ -88,6 +88,8 @@ class GuardOutcome:
     rungs: tuple[str, ...] = ("int8", "float")
     ranking: list[Any] = field(default_factory=list)
     failed_rungs: list[dict[str, Any]] = field(default_factory=list)  # a rung's rewrite that did not load
+    candidates: int = 0        # candidates found (the ceiling restores them all)
+    best_single: Any = None    # the best-ranked candidate that is one tensor (not a stretch)
 
     @property
     def met(self) -> Attempt | None:
@@ -170,6 +172,7 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
     try:
         float_model, qdq = onnx.load(str(ctx.float_path)), onnx.load(str(qdq_path))
         items = restore.candidates(float_model, qdq, ctx.float_path, qdq_path, ctx.calib)
+        outcome.candidates = len(items)
         progress(len(items) + 1 + config.guard_steps)
         if not items or cut():
             return outcome
@@ -191,10 +194,14 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
             return float(result.drop) if result.drop is not None else -float(result.score)
 
         outcome.subset = len(subset)
+        # hopeless: the best of all, not the first good enough on two samples (it names the fault)
+        enough = None if outcome.hopeless else scorer.task.budget(ctx.profile)[0]
         _base, ranking, outcome.runs = restore.rank(float_model, qdq, items, reference, subset, figure,
-                                                    progress, cut, scorer.task.budget(ctx.profile)[0])
+                                                    progress, cut, enough)
         outcome.ranked = len(ranking)
         outcome.ranking = ranking
+        singles = {restore.name_of(group) for group in items if len(group) == 1}
+        outcome.best_single = next((s for s in ranking if s.tensor in singles), None)
         if ranking:
             ctx.report("  accuracy guard: restoring alone helps most: " + ", ".join(
                 f"{s.tensor} ({s.task_drop:.1f} pts)" for s in ranking[:3]))
@@ -240,10 +247,14 @@ def at_fault(outcome: GuardOutcome) -> str:
     """For an exit 3: the layer the guard's ranking blames (restored alone, it helped most)."""
     if not outcome.ranking:
         return ""
-    top = outcome.ranking[0]
-    spread = (f"; even every candidate float leaves {outcome.ceiling.evidence.figure:.2f} points, so the "
-              "loss is spread wider than the candidates" if outcome.hopeless and outcome.ceiling is not None else "")
-    return f"; the layer at fault (restored alone, it helps most): {top.kind} {top.tensor!r}: {top.reason()}{spread}"
+    top, single = outcome.ranking[0], outcome.best_single
+    text = f"; the layer at fault (restored alone, it helps most): {top.reason()}"
+    if single is not None and single is not top:
+        text += f"; of single tensors: {single.reason()}"
+    if outcome.hopeless and outcome.ceiling is not None:
+        text += (f"; even all {outcome.candidates} candidates float leave {outcome.ceiling.evidence.figure:.2f} "
+                 "points, so no rung of theirs meets the budget")
+    return text
 
 
 def shipped_keep_float(ctx: BuildContext, nodes: list[str], rung: str) -> list[str]:
@@ -300,7 +311,7 @@ def table(first: TaskScore, outcome: GuardOutcome, budget: float) -> str:
     """Rows: the plain int8 build, the ceiling and every guard attempt, with their evidence."""
     rows = [("int8 (no float layers)", first)]
     if outcome.ceiling is not None:
-        rows.append((f"ceiling: {outcome.ranked or 'all'} candidate(s) float", outcome.ceiling))
+        rows.append((f"ceiling: {outcome.candidates or 'all'} candidate(s) float", outcome.ceiling))
     rows += [(f"{len(a.float_tensors)} tensor(s) {a.rung}, {len(a.nodes)} node(s)", a.score)
              for a in outcome.attempts]
     width = max(len(r[0]) for r in rows)

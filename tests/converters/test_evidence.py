@@ -114,3 +114,6 @@ def test_a_refusal_names_the_layer_at_fault() -> None:
     head = Sensitivity("sigmoid_0.tmp_0", "activation", ["p2o.Sigmoid.0"], 21.5, measured="task", task_drop=50.0)
     text = at_fault(GuardOutcome(ranking=[head]))
     assert "layer at fault" in text and "'sigmoid_0.tmp_0'" in text and "50.00 points" in text
+    stretch = Sensitivity("12 tensors a .. b", "activation", ["n1", "n2"], 30.0, measured="task", task_drop=0.0)
+    text = at_fault(GuardOutcome(ranking=[stretch, head], best_single=head))
+    assert "'12 tensors a .. b'" in text and "of single tensors" in text and "'sigmoid_0.tmp_0'" in text
