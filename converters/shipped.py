@@ -25,9 +25,19 @@ from edgekit.errors import UnsupportedModelError
 from .context import BuildContext, Dataset
 
 CACHE = "tflite_written"  # ctx.evidence key: (path, keep_float, ranges) -> TFLiteModel | error text
+OUTPUTS = "tflite_outputs"  # ctx.evidence key: (model sha256, data digest) -> LiteRT outputs
+KEPT_RUNS = 3
 # what a figure was measured on: the format the artifact ships
 FORMAT_NAMES = {"tflite": "the .tflite on LiteRT", "onnx": "the ONNX int8 graph on onnxruntime"}
 THREADS = 1  # one interpreter thread: the same outputs whatever else the host runs
+
+
+class _Kept(dict):
+    """What the build wrote and ran, shared by its forks as they share datasets (a deep copy for
+    each guard rebuild would duplicate megabytes of outputs)."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Kept:
+        return self
 
 
 def output_ranges(model: Any, ranges: Path | None) -> dict[str, tuple[float, float]]:
@@ -50,7 +60,7 @@ def write_tflite(ctx: BuildContext, path: Path, keep_float: Iterable[str], range
 
     keep = tuple(sorted(set(keep_float)))
     key = (str(path), keep, str(ranges))
-    cache = ctx.evidence.setdefault(CACHE, {})
+    cache = ctx.evidence.setdefault(CACHE, _Kept())
     if key in cache:
         if isinstance(cache[key], str):
             raise UnsupportedModelError(cache[key])
@@ -88,7 +98,22 @@ def tflite_entry(ctx: BuildContext, model: Any, member: str = "model.tflite") ->
 
 def run_tflite(ctx: BuildContext, model: Any, data: Dataset) -> list[np.ndarray]:
     """The written .tflite on ``data`` through the LiteRT backend a device uses (it quantizes
-    the inputs and dequantizes the outputs with the model's own scales), samples joined on axis 0."""
+    the inputs and dequantizes the outputs with the model's own scales), samples joined on axis 0.
+    The last few runs are kept by content: the convert stage's parity check reuses the decision's."""
+    import hashlib
+
+    from .runner import data_digest
+
+    key = (hashlib.sha256(model.data).hexdigest(), data_digest(data))
+    kept = ctx.evidence.setdefault(OUTPUTS, _Kept())
+    if key not in kept:
+        kept[key] = _run_tflite(ctx, model, data)
+        while len(kept) > KEPT_RUNS:  # a 384x384 map on 64 samples is 38 MB a run
+            kept.pop(next(iter(kept)))
+    return [a.copy() for a in kept[key]]
+
+
+def _run_tflite(ctx: BuildContext, model: Any, data: Dataset) -> list[np.ndarray]:
     from edgekit.backends import BackendOptions, TensorSpec
     from edgekit.backends.litert import LiteRTBackend
 

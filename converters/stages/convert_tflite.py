@@ -57,7 +57,7 @@ class ConvertTflite(Stage):
                      f"DEQUANTIZE/QUANTIZE: {names}")
         entry = tflite_entry(ctx, model, MEMBER)
         try:
-            check = self._check(ctx, entry, model.data)
+            check = self._check(ctx, entry, model)
         except Exception as exc:  # noqa: BLE001 - LiteRT refused the written model: a writer bug
             if not optional:
                 raise InternalError(f"the written .tflite does not run on LiteRT: {exc}") from exc
@@ -85,13 +85,13 @@ class ConvertTflite(Stage):
             ctx.formats.append("onnx")
         self.used = {"skipped": why[:300]}
 
-    def _check(self, ctx: BuildContext, entry: dict[str, Any], data: bytes) -> dict[str, Any]:
+    def _check(self, ctx: BuildContext, entry: dict[str, Any], model: Any) -> dict[str, Any]:
         """LiteRT vs onnxruntime int8 on a few held-out samples: the fraction of output
         elements within one quantization step, and top-1 accuracy when labels are known."""
-        from edgekit.backends import BackendOptions, TensorSpec
         from edgekit.backends.litert import LiteRTBackend
 
         from ..runner import compare, run_dataset
+        from ..shipped import run_tflite
 
         if not LiteRTBackend.available():
             ctx.warn("tflite: ai-edge-litert is not installed here; the .tflite is unchecked")
@@ -100,17 +100,7 @@ class ConvertTflite(Stage):
             return {"checked": False}
         sample = ctx.val.take(slice(0, CHECK_SAMPLES))
         want = run_dataset(ctx.quant_path, sample, exact_int8=True)
-        backend = LiteRTBackend(data, [TensorSpec.from_manifest(i) for i in ctx.inputs],
-                                [TensorSpec.from_manifest(o) for o in ctx.outputs],
-                                BackendOptions(threads=1), entry=entry)
-        try:
-            if sample.axes:  # samples off axis 0 (a recurrent state): one at a time, as taken
-                rows = [backend.run(sample.feeds(i, i + 1)) for i in range(len(sample))]
-                got = [np.concatenate([r[j] for r in rows]) for j in range(len(rows[0]))]
-            else:
-                got = backend.run(sample.arrays)
-        finally:
-            backend.close()
+        got = run_tflite(ctx, model, sample)  # the decision's own LiteRT run when it judged these samples
         report: dict[str, Any] = {"checked": True, "samples": len(sample)}
         scales = entry["outputs_quantization"]
         for spec, a, b in zip(ctx.outputs, want, got, strict=True):
