@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -58,7 +59,7 @@ def build(name: str, out: Path, extra: list[str]) -> dict[str, Any]:
 
         row["manifest"] = read_artifact(out).manifest
     else:
-        row["error"] = (done.stderr.strip().splitlines() or ["?"])[0][:600]
+        row["error"] = next((x for x in done.stderr.strip().splitlines() if x.startswith("error")), "?")[:3000]
         row["table"] = done.stderr.strip()[-1500:]
     return row
 
@@ -76,8 +77,19 @@ HEADER = ("| model | decision | metric (judged) | format judged | figure (points
 def line(row: dict[str, Any]) -> str:
     if row["exit"] != 0:
         verdict = "refused (exit 3)" if row["exit"] == 3 else f"exit {row['exit']}"
-        return (f"| {row['model']} | {verdict} | - | - | - | - | - | - | - | {row['seconds']:.1f} | "
-                f"{row['error'][:400].replace('|', '/')} |")
+        found = re.search(r"\(metric '([^']+)', measured on ([^)]+)\): ([\d.]+) points \(95% interval "
+                          r"([\d.]+)\.\.([\d.]+), N=(\d+)", row["error"])
+        fault = re.search(r"the layer at fault[^;]*;( of single tensors[^;]*;)?", row["error"])
+        why = (fault.group(0).rstrip(";") if fault else row["error"][:400]).replace("|", "/")
+        if not found:
+            return f"| {row['model']} | {verdict} | - | - | - | - | - | - | - | {row['seconds']:.1f} | {why} |"
+        metric, judged, figure, low, high, samples = found.groups()
+        fmt = "tflite" if "tflite" in judged else "onnx"
+        ref = re.search(r"reference PTQ on the same samples: ([\d.]+) points \(95% interval ([\d.]+)\.\.([\d.]+)",
+                        row["error"])
+        ref_text = f"{ref.group(1)} [{ref.group(2)}, {ref.group(3)}]" if ref else "-"
+        return (f"| {row['model']} | {verdict} | {metric} | {fmt} | {figure} | [{low}, {high}] | {samples} | "
+                f"{ref_text} | - | {row['seconds']:.1f} | {why} |")
     val = row["manifest"].get("validation") or {}
     check = val.get("accuracy_budget") or {}
     evidence = check.get("evidence") or {}

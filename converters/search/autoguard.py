@@ -319,7 +319,9 @@ def enforce_accuracy(ctx: BuildContext) -> None:
         raise BudgetError(
             f"int8 misses the {ctx.profile.name} {check['judged']} budget of {budget:g} points "
             f"(metric {scorer.task.name!r}, measured on {FORMAT_NAMES[first.format]}): "
-            f"{first.evidence.judged(budget)}; {scorer.task.how_to_choose()}. The accuracy guard could not "
+            f"{first.evidence.judged(budget)}; reference PTQ on the same samples: "
+            f"{(ctx.validation.get('reference_ptq') or {}).get('line', 'not scored')}; "
+            f"{scorer.task.how_to_choose()}. The accuracy guard could not "
             f"meet it{at_fault(outcome)}; no artifact written. Pass --accept-accuracy-drop to ship it anyway, "
             "give labelled validation data (--val with labels) to judge accuracy, or set another budget "
             "(--max-accuracy-drop)", rows)
