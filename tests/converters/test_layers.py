@@ -42,7 +42,7 @@ LAYERS = [
                  "builder", "interrupt"]),
     ("libraries", ["estimate", "tflite", "pruning", "pytorch", "metrics", "emulation", "task_accuracy",
                    "split_packed", "input_checks", "bundle", "host_speed", "report",
-                   "sharded_calibration", "int8_pool"]),
+                   "sharded_calibration", "int8_pool", "shipped"]),
     ("stages", ["stages"]),
     ("search", ["search"]),
     ("API", ["", "summary"]),
