@@ -272,7 +272,7 @@ def enforce_accuracy(ctx: BuildContext) -> None:
     """After validate: a miss (or worse than the reference beyond noise) runs the guard, then
     ships, or raises; anything else passes."""
     from ..metrics.evidence import compare
-    from ..stages.validate import record_choice
+    from ..stages.validate import record_choice, reference_in
 
     check = ctx.validation.get("accuracy_budget") or {}
     worse = bool((check.get("versus_reference") or {}).get("worse"))
@@ -284,12 +284,13 @@ def enforce_accuracy(ctx: BuildContext) -> None:
     scorer = Scorer.for_build(ctx)
     first_metrics, first = scorer.score(ctx.quant_path, ctx.quantization.get("keep_float") or [],
                                         ctx.ranges.get(method))
-    reference = ctx.evidence.get("reference")
 
     def passable(score: TaskScore) -> bool:
-        """No longer a miss on the evidence, and not worse than the reference beyond noise."""
+        """No longer a miss on the evidence, and not worse than the reference beyond noise
+        (the reference in the format the attempt was judged in)."""
         if score.evidence.verdict(budget) == "missed":
             return False
+        reference = reference_in(ctx, score.format)
         parts = score.result.per_sample
         # outputs batched off axis 0 (silero's state [2, N, 128]) are joined on axis 0 by the
         # runner, so a graph the runner cannot batch yields other per-sample counts: no pairing

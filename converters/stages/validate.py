@@ -56,13 +56,27 @@ def budget_check(ctx: BuildContext, score: TaskScore, task: BuildMetric, checked
              "met": verdict != "missed", "verdict": verdict, "evidence": score.evidence.to_dict(budget),
              "format": score.format,
              "line": f"{judged} ({task.name}, {FORMAT_NAMES[score.format]}): {score.evidence.judged(budget)}"}
-    reference = ctx.evidence.get("reference")
+    reference = reference_in(ctx, score.format)
     if reference is not None and score.result.per_sample is not None:
         from ..metrics.evidence import compare
 
         versus = compare(score.result.per_sample, reference)
-        check["versus_reference"] = {**versus.to_dict(0.0), "worse": versus.low > 0}
+        check["versus_reference"] = {**versus.to_dict(0.0), "worse": versus.low > 0, "format": score.format}
     return check
+
+
+def reference_in(ctx: BuildContext, judged: str) -> Any:
+    """The reference PTQ's per-sample parts in the format ``judged``: as scored, or, when the
+    artifact fell back to ONNX (its .tflite could not be written) while the reference's .tflite
+    was judged, its ONNX graph scored once more, so the comparison pairs like with like."""
+    reference = ctx.evidence.get("reference")
+    if reference is None or ctx.evidence.get("reference_format", judged) == judged or judged != "onnx":
+        return reference
+    if "reference_onnx" not in ctx.evidence:
+        path = ctx.workdir / "reference-ptq.onnx"
+        scorer = Scorer(ctx.config, ctx.float_path, ctx.val, [o["name"] for o in ctx.outputs])
+        ctx.evidence["reference_onnx"] = scorer.score(path)[1].result.per_sample if path.exists() else None
+    return ctx.evidence["reference_onnx"]
 
 
 def record_choice(ctx: BuildContext, path: Path, method: str, metrics: dict[str, float],
@@ -174,6 +188,7 @@ class Validate(Stage):
             return {"error": f"{type(exc).__name__}: {str(exc)[:200]}", "line": f"not scored ({exc})"[:200]}
         budget, _judged = scorer.task.budget(ctx.profile)
         ctx.evidence["reference"] = score.result.per_sample
+        ctx.evidence["reference_format"] = score.format
         ctx.timings.seconds["reference_ptq"] = time.monotonic() - began  # not in the manifest: bytes stay the same
         return {"tool": REFERENCE_NAME, "figure": round(score.drop, 4), "evidence": score.evidence.to_dict(budget),
                 "format": score.format, "line": f"{score.evidence.judged(budget)} ({FORMAT_NAMES[score.format]})"}

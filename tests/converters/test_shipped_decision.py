@@ -60,3 +60,18 @@ def test_an_onnx_build_is_judged_on_its_onnx(tmp_path, data) -> None:
     validation = read_artifact(out).manifest["validation"]
     assert validation["accuracy_budget"]["format"] == "onnx"
     assert "onnxruntime" in validation["accuracy_budget"]["line"]
+
+
+def test_the_reference_is_compared_in_the_format_the_artifact_was_judged_in() -> None:
+    """An artifact that fell back to ONNX (its .tflite could not be written) is compared with the
+    reference PTQ's ONNX figures, not with the reference's .tflite ones."""
+    from types import SimpleNamespace
+
+    from edgekit.converters.metrics.evidence import PerSample
+    from edgekit.converters.stages.validate import reference_in
+
+    as_tflite, as_onnx = PerSample.decisions(np.ones(4)), PerSample.decisions(np.zeros(4))
+    ctx = SimpleNamespace(evidence={"reference": as_tflite, "reference_format": "tflite",
+                                    "reference_onnx": as_onnx})
+    assert reference_in(ctx, "tflite") is as_tflite
+    assert reference_in(ctx, "onnx") is as_onnx
