@@ -32,7 +32,7 @@ OPTIONS: dict[str, frozenset[str]] = {
     "top1": frozenset(),
     "detection": frozenset({"postprocess", "conf", "iou"}),
     "ctc": frozenset({"blank"}),
-    "map_iou": frozenset({"threshold"}),
+    "map_iou": frozenset({"threshold", "min_iou"}),
     "embedding": frozenset(),
     "tags": frozenset(),
     "regression": frozenset(),

@@ -15,7 +15,8 @@ A metric hands over its per-sample parts (``PerSample``): the figure is
   collapses to a point; for integer counts the exact binomial on the totals replaces it.
 
 A budget is **missed** only when the whole interval lies past it, **met** when the whole
-interval lies within it; otherwise the evidence **cannot tell**, and ``samples_to_tell``
+interval lies within it (a zero budget on decisions is a gate on every sample: any sample that
+fails misses); otherwise the evidence **cannot tell**, and ``samples_to_tell``
 says about how many samples would (the interval narrows as 1 / sqrt(N); for decisions the
 exact interval is searched).
 """
@@ -130,6 +131,9 @@ class Evidence:
         return cls(figure, figure, figure, samples, method)
 
     def verdict(self, budget: float) -> Verdict:
+        if budget <= 0 and self.parts is not None and self.parts.kind == "decisions":
+            # a gate on every sample (map IoU >= 0.9 on every image): each sample seen decides
+            return "met" if self.figure <= budget else "missed"
         if self.low > budget:
             return "missed"
         if self.high <= budget:

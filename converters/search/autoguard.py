@@ -8,8 +8,10 @@ Then (``run_guard``):
 
 1. candidates: the head's quantized tensors and the lowest local-SQNR ones, ``restore.CANDIDATES``
    of them (``search/restore.py``);
-2. the ceiling: all of them restored to float at once, on the whole validation set. If even
-   that misses, nothing the ladder can do with them meets the budget: stop (seconds, not minutes);
+2. the ceiling: all of them restored to float at once, on the whole validation set, in the format
+   the build ships (``shipped.py``). If even that misses, nothing the ladder can do with them meets
+   the budget: no rebuild; the ranking below runs on the ``FAULT_SAMPLES`` worst samples only, to
+   name the layer at fault in the exit 3 (seconds, not minutes);
 3. the ranking: each restored alone on ``restore.SUBSET`` validation samples (the worst first),
    scored by the task metric;
 4. rebuilds: the best 1, 2, 4 ... of them (at most ``--guard-steps``), each up the ladder
@@ -27,7 +29,6 @@ unless ``--accept-accuracy-drop``, which ships the best attempt and says so.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,10 +39,13 @@ from edgekit.errors import BudgetError
 
 from ..context import BuildContext
 from ..graph_check import check_stage
+from ..shipped import FORMAT_NAMES
 from ..stages.quantize import QuantizeConfig
 from ..task_accuracy import Scorer, TaskScore
+from .guard_report import Progress, at_fault, table
 
 LADDER: tuple[str, ...] = ("int8", "int16", "fp16", "float")  # every rung, cheapest first
+FAULT_SAMPLES = 2  # worst samples the ranking runs on when no rung can meet the budget (to name the layer)
 # share of --guard-time the ranking may take; the rest is for rebuilds (on a MobileNetV2 the
 # output-level measurement of every tensor alone takes longer than the whole bound)
 RANK_SHARE = 0.4
@@ -84,6 +88,8 @@ class GuardOutcome:
     rungs: tuple[str, ...] = ("int8", "float")
     ranking: list[Any] = field(default_factory=list)
     failed_rungs: list[dict[str, Any]] = field(default_factory=list)  # a rung's rewrite that did not load
+    candidates: int = 0        # candidates found (the ceiling restores them all)
+    best_single: Any = None    # the best-ranked candidate that is one tensor (not a stretch)
 
     @property
     def met(self) -> Attempt | None:
@@ -115,31 +121,6 @@ def prefix_sizes(count: int) -> list[int]:
     return sizes + [count] if count else []
 
 
-class Progress:
-    """A tqdm bar on a TTY unless quiet; nothing otherwise (logs stay clean)."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.bar: Any = None
-        self.enabled = not quiet and sys.stderr.isatty()
-
-    def __call__(self, total: int) -> None:
-        if not self.enabled:
-            return
-        if self.bar is None:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, desc="accuracy guard", unit="step", leave=False, file=sys.stderr)
-        elif total:
-            self.bar.total += total
-            self.bar.refresh()
-        else:
-            self.bar.update(1)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, scorer: Scorer,
               acceptable: Callable[[TaskScore], bool]) -> GuardOutcome:
     """Restore the candidates that help the task most up the ladder until ``acceptable``."""
@@ -158,6 +139,7 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
         return outcome.timed_out
 
     progress = Progress(config.quiet)
+    ranges = ctx.ranges.get(method)
     if config.guard_time <= 0:  # no rebuild can happen: ranking would only cost time
         outcome.timed_out = True  # (4.7 of 28 s of an EfficientNet-Lite0 build, bench_build)
         ctx.report("  accuracy guard: off (--guard-time 0)")
@@ -165,17 +147,19 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
     try:
         float_model, qdq = onnx.load(str(ctx.float_path)), onnx.load(str(qdq_path))
         items = restore.candidates(float_model, qdq, ctx.float_path, qdq_path, ctx.calib)
+        outcome.candidates = len(items)
         progress(len(items) + 1 + config.guard_steps)
         if not items or cut():
             return outcome
         ceiling_path = ctx.workdir / "guard-ceiling.onnx"
         ceiling_path.write_bytes(restore.restored(qdq, float_model, [r for group in items for r in group]))
-        outcome.ceiling = scorer.score(ceiling_path)[1]
+        outcome.ceiling = scorer.score(ceiling_path, None, ranges)[1]
         progress(0)
-        if not acceptable(outcome.ceiling):
-            outcome.hopeless = True
-            return outcome
-        index = restore.worst_first(first.result.per_sample, len(ctx.val))
+        outcome.hopeless = not acceptable(outcome.ceiling)
+        # hopeless: no rebuild can help, but the refusal names the layer at fault, ranked on
+        # the few worst samples (seconds: candidates x FAULT_SAMPLES runs, no rebuild)
+        index = restore.worst_first(first.result.per_sample, len(ctx.val),
+                                    FAULT_SAMPLES if outcome.hopeless else restore.SUBSET)
         subset = ctx.val.take(index)
         labels = None if subset.labels is None or not scorer.task.use_labels else subset.labels
         reference = [r[index] for r in scorer.reference]
@@ -185,13 +169,19 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
             return float(result.drop) if result.drop is not None else -float(result.score)
 
         outcome.subset = len(subset)
+        # hopeless: the best of all, not the first good enough on two samples (it names the fault)
+        enough = None if outcome.hopeless else scorer.task.budget(ctx.profile)[0]
         _base, ranking, outcome.runs = restore.rank(float_model, qdq, items, reference, subset, figure,
-                                                    progress, cut, scorer.task.budget(ctx.profile)[0])
+                                                    progress, cut, enough)
         outcome.ranked = len(ranking)
         outcome.ranking = ranking
+        singles = {restore.name_of(group) for group in items if len(group) == 1}
+        outcome.best_single = next((s for s in ranking if s.tensor in singles), None)
         if ranking:
             ctx.report("  accuracy guard: restoring alone helps most: " + ", ".join(
                 f"{s.tensor} ({s.task_drop:.1f} pts)" for s in ranking[:3]))
+        if outcome.hopeless:
+            return outcome
         label_ops(ranking, ctx.float_path)
         plans = steps(ranking, max_steps=len(ranking))
         for k, size in enumerate(prefix_sizes(len(plans))):
@@ -202,7 +192,7 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
                     break
                 try:
                     path = rebuild(ctx, method, nodes, k, rung)
-                    score = scorer.score(path)[1]
+                    score = scorer.score(path, shipped_keep_float(ctx, nodes, rung), ranges)[1]
                 except Exception as exc:  # noqa: BLE001 - a rung that cannot rewrite this graph: the next rung
                     if rung == "float":
                         raise
@@ -226,6 +216,15 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
         outcome.seconds = time.monotonic() - started
         ctx.timings.seconds["accuracy_guard"] = outcome.seconds
     return outcome
+
+
+def shipped_keep_float(ctx: BuildContext, nodes: list[str], rung: str) -> list[str]:
+    """The .tflite writer's keep_float for a guard attempt: the user's nodes, the attempt's
+    at the fp16 / float rungs, and the packed outputs' Concats (split_packed.py: the writer must
+    not give a packed output one int8 scale again; YOLOv8n kept 26% of its detections)."""
+    from ..shipped import Shipped
+
+    return Shipped(ctx).keep_float(nodes if rung in ("fp16", "float") else ())
 
 
 def onnx_nodes(path: Path) -> dict[str, str]:
@@ -269,33 +268,11 @@ def rebuild(ctx: BuildContext, method: str, nodes: list[str], k: int | str, rung
     return sub.candidates[method]
 
 
-def table(first: TaskScore, outcome: GuardOutcome, budget: float) -> str:
-    """Rows: the plain int8 build, the ceiling and every guard attempt, with their evidence."""
-    rows = [("int8 (no float layers)", first)]
-    if outcome.ceiling is not None:
-        rows.append((f"ceiling: {outcome.ranked or 'all'} candidate(s) float", outcome.ceiling))
-    rows += [(f"{len(a.float_tensors)} tensor(s) {a.rung}, {len(a.nodes)} node(s)", a.score)
-             for a in outcome.attempts]
-    width = max(len(r[0]) for r in rows)
-    lines = [f"  {'build':<{width}}  points  95% interval      N  budget {budget:g}"]
-    lines += [f"  {name:<{width}}  {s.evidence.figure:6.2f}  {s.evidence.low:6.2f}..{s.evidence.high:<6.2f}"
-              f"  {s.evidence.samples:4d}  {s.evidence.verdict(budget)}" for name, s in rows]
-    if outcome.timed_out:
-        lines.append(f"  (--guard-time {outcome.seconds:.0f} s cut the guard's work short: raise it for the "
-                     "whole work budget)")
-    elif outcome.hopeless:
-        lines.append("  (guard stopped: even every candidate restored to float misses the budget, so no rung can meet it)")
-    else:
-        lines.append(f"  (guard: {outcome.ranked} candidate(s) x {outcome.subset} samples ranked, "
-                     f"{len(outcome.attempts)} rebuild(s))")
-    return "\n".join(lines)
-
-
 def enforce_accuracy(ctx: BuildContext) -> None:
     """After validate: a miss (or worse than the reference beyond noise) runs the guard, then
     ships, or raises; anything else passes."""
     from ..metrics.evidence import compare
-    from ..stages.validate import record_choice
+    from ..stages.validate import record_choice, reference_in
 
     check = ctx.validation.get("accuracy_budget") or {}
     worse = bool((check.get("versus_reference") or {}).get("worse"))
@@ -304,14 +281,16 @@ def enforce_accuracy(ctx: BuildContext) -> None:
     config = ctx.config
     budget = float(check["limit"])
     method = ctx.validation["method"]
-    scorer = Scorer(config, ctx.float_path, ctx.val, [o["name"] for o in ctx.outputs])
-    first_metrics, first = scorer.score(ctx.quant_path)
-    reference = ctx.evidence.get("reference")
+    scorer = Scorer.for_build(ctx)
+    first_metrics, first = scorer.score(ctx.quant_path, ctx.quantization.get("keep_float") or [],
+                                        ctx.ranges.get(method))
 
     def passable(score: TaskScore) -> bool:
-        """No longer a miss on the evidence, and not worse than the reference beyond noise."""
+        """No longer a miss on the evidence, and not worse than the reference beyond noise
+        (the reference in the format the attempt was judged in)."""
         if score.evidence.verdict(budget) == "missed":
             return False
+        reference = reference_in(ctx, score.format)
         parts = score.result.per_sample
         # outputs batched off axis 0 (silero's state [2, N, 128]) are joined on axis 0 by the
         # runner, so a graph the runner cannot batch yields other per-sample counts: no pairing
@@ -339,10 +318,13 @@ def enforce_accuracy(ctx: BuildContext) -> None:
     missed = check.get("verdict") == "missed"
     if chosen is None and missed and not config.accept_accuracy_drop:
         raise BudgetError(
-            f"int8 misses the {ctx.profile.name} {check['judged']} budget of {budget:g} points: "
-            f"{first.evidence.judged(budget)}; {scorer.task.how_to_choose()}. The accuracy guard could not "
-            "meet it; no artifact written. Pass --accept-accuracy-drop to ship it anyway, give labelled "
-            "validation data (--val with labels) to judge accuracy, or set another budget "
+            f"int8 misses the {ctx.profile.name} {check['judged']} budget of {budget:g} points "
+            f"(metric {scorer.task.name!r}, measured on {FORMAT_NAMES[first.format]}): "
+            f"{first.evidence.judged(budget)}; reference PTQ on the same samples: "
+            f"{(ctx.validation.get('reference_ptq') or {}).get('line', 'not scored')}; "
+            f"{scorer.task.how_to_choose()}. The accuracy guard could not "
+            f"meet it{at_fault(outcome)}; no artifact written. Pass --accept-accuracy-drop to ship it anyway, "
+            "give labelled validation data (--val with labels) to judge accuracy, or set another budget "
             "(--max-accuracy-drop)", rows)
     shipped_passable = chosen is not None
     if chosen is None:
@@ -353,14 +335,10 @@ def enforce_accuracy(ctx: BuildContext) -> None:
                              "verdict": chosen.score.evidence.verdict(budget)}
     candidates = ctx.validation["candidates"]
     if chosen is not None:
-        metrics, score = scorer.score(chosen.path)
+        keep_float = shipped_keep_float(ctx, chosen.nodes, chosen.rung)
+        metrics, score = scorer.score(chosen.path, keep_float, ctx.ranges.get(method))
         record_choice(ctx, chosen.path, method, metrics, score, scorer.task, candidates)
-        widened = set(chosen.nodes) if chosen.rung in ("fp16", "float") else set()
-        # the packed outputs' Concats stay float too (split_packed.py): the writer must not
-        # give the packed output one int8 scale again (YOLOv8n kept 26% of its detections)
-        split = {p["concat_kept_float"] for p in ctx.quantization.get("packed_outputs") or []
-                 if p.get("concat_kept_float")}
-        ctx.quantization["keep_float"] = sorted(set(config.keep_float) | widened | split)
+        ctx.quantization["keep_float"] = keep_float
         ctx.quantization["mixed_precision"] = {"rung": chosen.rung, "nodes": chosen.nodes}
     else:
         record_choice(ctx, ctx.quant_path, method, first_metrics, first, scorer.task, candidates)

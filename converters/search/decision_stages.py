@@ -28,7 +28,7 @@ class _Decision(Stage):
     def run(self, ctx: BuildContext) -> None:
         began = time.perf_counter()
         type(self).decide(ctx)
-        # the build's timing line names the decision itself (tools/bench_build.py reads it)
+        # the build's timing line names the decision itself (tools/benchmarks/bench_build.py reads it)
         ctx.timings.seconds[self.name] = round(time.perf_counter() - began, 3)
 
 

@@ -324,7 +324,9 @@ class Search:
             "(table below)"
             + (f"; prune ratios {[float(r) for r in self.skipped_ratios]} were skipped: "
                "sparsity saves storage only" if self.skipped_ratios else "")
-            + f"; {self.lever}",
+            + f"; {self.lever}"
+            # an accuracy miss among them: which metric judged it, and how to pick another
+            + (f"; accuracy {self.task.how_to_choose()}" if self.task is not None else ""),
             table(ranked, self.budgets, self.checked, None, self.unjudged))
 
     def _package(self, cand: Candidate, ranked: list[Candidate]) -> bool:

@@ -8,11 +8,11 @@ onnxruntime check on held-out samples is recorded under ``validation["tflite"]``
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from edgekit.artifact import sha256_bytes
 from edgekit.errors import InternalError, UnsupportedModelError
 
 from ..context import BuildContext
@@ -38,30 +38,14 @@ class ConvertTflite(Stage):
         return self.used
 
     def run(self, ctx: BuildContext) -> None:
-        import onnx
-        from edgekit.converters.tflite import convert
-
-        from ..shapes import fixed_input_shapes, folded, has_open_inputs
+        from ..shipped import tflite_entry, write_tflite
 
         keep_float = set(ctx.quantization.get("keep_float") or [])
         strict = bool(ctx.config.strict_int8)
         asked = ctx.config.formats is not None and "tflite" in ctx.config.formats
         optional = not (strict or asked)
-        quantized = onnx.load(str(ctx.quant_path))
-        if has_open_inputs(quantized):  # --dynamic-batch: the .tflite takes batch 1; its
-            # shape subgraphs fold once that is fixed (onnxruntime's optimizer, not by hand)
-            try:
-                quantized = folded(fixed_input_shapes(quantized, 1, others=None,
-                                                      who="the tflite writer"), ctx.workdir)
-            except UnsupportedModelError as exc:
-                if not optional:
-                    raise
-                self._skip(ctx, str(exc))
-                return
-        try:
-            model = convert(quantized, keep_float=keep_float, strict_int8=strict,
-                            int8_io=not ctx.config.tflite_float_io,
-                            output_ranges=self._output_ranges(ctx, quantized))
+        try:  # the bytes the accuracy decision judged (shipped.py writes each model once)
+            model = write_tflite(ctx, ctx.quant_path, keep_float, self._ranges(ctx))
         except UnsupportedModelError as exc:
             if not optional:
                 raise
@@ -71,19 +55,9 @@ class ConvertTflite(Stage):
             names = ", ".join(f"{o['name']} ({o['op_type']})" for o in model.float_ops)
             ctx.warn(f"tflite: {len(model.float_ops)} op(s) run in float between "
                      f"DEQUANTIZE/QUANTIZE: {names}")
-        entry = {
-            "format": "tflite", "path": MEMBER, "runtime": "litert",
-            "bytes": len(model.data), "sha256": sha256_bytes(model.data),
-            "inputs": model.inputs, "outputs": model.outputs,
-            "outputs_quantization": {o["name"]: o["quantization"] for o in model.outputs
-                                     if "quantization" in o},
-            "float_ops": model.float_ops, "ops": model.op_counts,
-            # how the graph's I/O is written: "int8" (the runtime quantizes into the input
-            # buffer) or "float" (QUANTIZE/TRANSPOSE/DEQUANTIZE inside the graph)
-            "io": "float" if ctx.config.tflite_float_io else "int8",
-        }
+        entry = tflite_entry(ctx, model, MEMBER)
         try:
-            check = self._check(ctx, entry, model.data)
+            check = self._check(ctx, entry, model)
         except Exception as exc:  # noqa: BLE001 - LiteRT refused the written model: a writer bug
             if not optional:
                 raise InternalError(f"the written .tflite does not run on LiteRT: {exc}") from exc
@@ -96,18 +70,13 @@ class ConvertTflite(Stage):
                      "float_ops": len(model.float_ops), "bytes": len(model.data)}
 
     @staticmethod
-    def _output_ranges(ctx: BuildContext, model) -> dict[str, tuple[float, float]]:
-        """The calibrated ranges of the graph outputs, from the chosen method's range file:
-        outputs onnxruntime left float get that scale in the .tflite (tflite/output_qdq.py)."""
-        from edgekit.converters.tflite.output_qdq import read_output_ranges
-
+    def _ranges(ctx: BuildContext) -> Path | None:
+        """The chosen method's calibration cache: the ranges of outputs onnxruntime left float."""
         method = (ctx.validation or {}).get("method")
         path = ctx.ranges.get(method) if method else None
         if path is None and len(ctx.ranges) == 1:
             path = next(iter(ctx.ranges.values()))
-        if path is None:
-            return {}
-        return read_output_ranges(path, [o.name for o in model.graph.output])
+        return path
 
     def _skip(self, ctx: BuildContext, why: str) -> None:
         """Ship ONNX only, and say why (the profile preferred tflite; nobody required it)."""
@@ -116,13 +85,13 @@ class ConvertTflite(Stage):
             ctx.formats.append("onnx")
         self.used = {"skipped": why[:300]}
 
-    def _check(self, ctx: BuildContext, entry: dict[str, Any], data: bytes) -> dict[str, Any]:
+    def _check(self, ctx: BuildContext, entry: dict[str, Any], model: Any) -> dict[str, Any]:
         """LiteRT vs onnxruntime int8 on a few held-out samples: the fraction of output
         elements within one quantization step, and top-1 accuracy when labels are known."""
-        from edgekit.backends import BackendOptions, TensorSpec
         from edgekit.backends.litert import LiteRTBackend
 
         from ..runner import compare, run_dataset
+        from ..shipped import run_tflite
 
         if not LiteRTBackend.available():
             ctx.warn("tflite: ai-edge-litert is not installed here; the .tflite is unchecked")
@@ -131,17 +100,7 @@ class ConvertTflite(Stage):
             return {"checked": False}
         sample = ctx.val.take(slice(0, CHECK_SAMPLES))
         want = run_dataset(ctx.quant_path, sample, exact_int8=True)
-        backend = LiteRTBackend(data, [TensorSpec.from_manifest(i) for i in ctx.inputs],
-                                [TensorSpec.from_manifest(o) for o in ctx.outputs],
-                                BackendOptions(threads=1), entry=entry)
-        try:
-            if sample.axes:  # samples off axis 0 (a recurrent state): one at a time, as taken
-                rows = [backend.run(sample.feeds(i, i + 1)) for i in range(len(sample))]
-                got = [np.concatenate([r[j] for r in rows]) for j in range(len(rows[0]))]
-            else:
-                got = backend.run(sample.arrays)
-        finally:
-            backend.close()
+        got = run_tflite(ctx, model, sample)  # the decision's own LiteRT run when it judged these samples
         report: dict[str, Any] = {"checked": True, "samples": len(sample)}
         scales = entry["outputs_quantization"]
         for spec, a, b in zip(ctx.outputs, want, got, strict=True):

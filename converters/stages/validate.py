@@ -29,6 +29,7 @@ import numpy as np
 from ..context import BuildContext
 from ..pipeline import Stage
 from ..qdq import float_nodes, input_quantization, output_quantization
+from ..shipped import FORMAT_NAMES
 from ..task_accuracy import BuildMetric, Scorer, TaskScore
 
 REFERENCE_NAME = "onnxruntime quantize_static, QDQ per-channel min-max U8S8"
@@ -53,14 +54,29 @@ def budget_check(ctx: BuildContext, score: TaskScore, task: BuildMetric, checked
     verdict = score.evidence.verdict(budget)
     check = {"limit": budget, "judged": judged, "metric": task.name, "checked": checked,
              "met": verdict != "missed", "verdict": verdict, "evidence": score.evidence.to_dict(budget),
-             "line": f"{judged} ({task.name}): {score.evidence.judged(budget)}"}
-    reference = ctx.evidence.get("reference")
+             "format": score.format,
+             "line": f"{judged} ({task.name}, {FORMAT_NAMES[score.format]}): {score.evidence.judged(budget)}"}
+    reference = reference_in(ctx, score.format)
     if reference is not None and score.result.per_sample is not None:
         from ..metrics.evidence import compare
 
         versus = compare(score.result.per_sample, reference)
-        check["versus_reference"] = {**versus.to_dict(0.0), "worse": versus.low > 0}
+        check["versus_reference"] = {**versus.to_dict(0.0), "worse": versus.low > 0, "format": score.format}
     return check
+
+
+def reference_in(ctx: BuildContext, judged: str) -> Any:
+    """The reference PTQ's per-sample parts in the format ``judged``: as scored, or, when the
+    artifact fell back to ONNX (its .tflite could not be written) while the reference's .tflite
+    was judged, its ONNX graph scored once more, so the comparison pairs like with like."""
+    reference = ctx.evidence.get("reference")
+    if reference is None or ctx.evidence.get("reference_format", judged) == judged or judged != "onnx":
+        return reference
+    if "reference_onnx" not in ctx.evidence:
+        path = ctx.workdir / "reference-ptq.onnx"
+        scorer = Scorer(ctx.config, ctx.float_path, ctx.val, [o["name"] for o in ctx.outputs])
+        ctx.evidence["reference_onnx"] = scorer.score(path)[1].result.per_sample if path.exists() else None
+    return ctx.evidence["reference_onnx"]
 
 
 def record_choice(ctx: BuildContext, path: Path, method: str, metrics: dict[str, float],
@@ -120,16 +136,17 @@ class Validate(Stage):
                 "metric": (ctx.validation.get("metric") or {}).get("name")}
 
     def run(self, ctx: BuildContext) -> None:
-        scorer = Scorer(ctx.config, ctx.float_path, ctx.val, [o["name"] for o in ctx.outputs])
+        ctx.evidence = {}
+        scorer = Scorer.for_build(ctx)
         task = scorer.task
         ctx.report(f"  metric: {task.name} ({task.reason})")
         table: dict[str, dict[str, float]] = {}
         scores: dict[str, TaskScore] = {}
+        keep_float = ctx.quantization.get("keep_float") or []
         for method, path in ctx.candidates.items():
-            table[method], scores[method] = scorer.score(path)
+            table[method], scores[method] = scorer.score(path, keep_float, ctx.ranges.get(method))
             table[method]["task_drop"] = scores[method].drop
         method = choose(table, scores, len(ctx.val))
-        ctx.evidence = {}
         # a plain build's decision has its reference; a budget search's candidates are not judged so
         plain = not (ctx.val.synthetic or ctx.config.search or ctx.config.budgets)
         ctx.validation = {"reference_ptq": self._reference(ctx, scorer)} if plain else {}
@@ -161,18 +178,20 @@ class Validate(Stage):
         batched = not all(isinstance(i["shape"][i.get("batch_axis", 0)], int) for i in ctx.inputs)
         # equalization left the prepared model as it was: the build's min-max ranges are its ranges
         same = ctx.float_path == prepared and ctx.activation_type == "uint8"
+        out = ctx.workdir / "reference-ptq.onnx"
+        ranges = ctx.ranges.get("minmax") if same else None
         try:
-            path = reference_ptq(prepared if prepared.exists() else ctx.float_path, ctx.calib,
-                                 ctx.workdir / "reference-ptq.onnx", batched,
-                                 ctx.ranges.get("minmax") if same else None)
-            _metrics, score = scorer.score(path)
+            path = reference_ptq(prepared if prepared.exists() else ctx.float_path, ctx.calib, out, batched, ranges)
+            # judged as the artifact is: its .tflite (the same writer, nothing kept float) when that ships
+            _metrics, score = scorer.score(path, (), ranges or out.with_suffix(".ranges.json"))
         except Exception as exc:  # noqa: BLE001 - the reference is a yardstick, never a reason to fail
             return {"error": f"{type(exc).__name__}: {str(exc)[:200]}", "line": f"not scored ({exc})"[:200]}
         budget, _judged = scorer.task.budget(ctx.profile)
         ctx.evidence["reference"] = score.result.per_sample
+        ctx.evidence["reference_format"] = score.format
         ctx.timings.seconds["reference_ptq"] = time.monotonic() - began  # not in the manifest: bytes stay the same
         return {"tool": REFERENCE_NAME, "figure": round(score.drop, 4), "evidence": score.evidence.to_dict(budget),
-                "line": score.evidence.judged(budget)}
+                "format": score.format, "line": f"{score.evidence.judged(budget)} ({FORMAT_NAMES[score.format]})"}
 
     @staticmethod
     def _host_speed(ctx: BuildContext) -> None:

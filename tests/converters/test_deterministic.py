@@ -82,3 +82,51 @@ def test_content_key_names_the_inputs(two_builds: tuple[Path, Path, Path, Path])
     assert content_key(BuildConfig.from_options(source=str(source), calib=str(other),
                                                 **{k: v for k, v in OPTIONS.items()}),
                        profile) != spec.content_key
+
+
+GUARDED_BUILD = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {root!r})
+from tests.conftest import DIGITS_NPZ
+from tests.converters.sizing import outlier_digits
+from edgekit.converters import build
+out = Path(sys.argv[1])
+out.parent.mkdir(parents=True, exist_ok=True)
+build(str(outlier_digits(out.parent)), target="rpi4", calib=str(DIGITS_NPZ), output=out, quiet=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_guarded_build_gives_the_same_bytes_beside_a_cpu_hog(tmp_path: Path) -> None:
+    """Issue 31: the accuracy decision (a miss, the guard's ranking and rebuilds up the ladder,
+    the shipped .tflite scored on LiteRT) reads no clock and no process state: the outlier
+    digits build, run in two processes with different string-hash seeds (set order), the second
+    beside two CPU-hog processes, writes the same bytes, and both keep their per-layer record."""
+    import os
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[2])
+    script = GUARDED_BUILD.format(root=root)
+
+    def run(name: str, seed: str) -> Path:
+        out = tmp_path / name / "digits.edgekit"
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        subprocess.run([sys.executable, "-c", script, str(out)], check=True, env=env, timeout=900)
+        return out
+
+    quiet = run("quiet", "1")
+    hogs = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(2)]
+    try:
+        busy = run("busy", "2")
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    manifests = [read_artifact(p).manifest for p in (quiet, busy)]
+    for manifest in manifests:
+        assert manifest["accuracy_guard"]["attempts"], "the guard did not run: this test needs a miss"
+        assert manifest["layers"] and not any("per-layer" in w for w in manifest["warnings"])
+    assert manifests[0] == manifests[1]
+    assert quiet.read_bytes() == busy.read_bytes()

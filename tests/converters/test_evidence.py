@@ -103,3 +103,17 @@ def test_a_crushed_channel_is_refused_with_its_interval(tmp_path) -> None:
 def test_config_keeps_guard_work_bounds() -> None:
     config = BuildConfig(source="m.onnx")
     assert config.guard_steps >= 1 and config.guard_time > 0
+
+
+def test_a_refusal_names_the_layer_at_fault() -> None:
+    """The exit 3's text names the tensor whose restoring alone helped most, with its figure."""
+    from edgekit.converters.search.autoguard import GuardOutcome, at_fault
+    from edgekit.converters.search.guard import Sensitivity
+
+    assert at_fault(GuardOutcome()) == ""
+    head = Sensitivity("sigmoid_0.tmp_0", "activation", ["p2o.Sigmoid.0"], 21.5, measured="task", task_drop=50.0)
+    text = at_fault(GuardOutcome(ranking=[head]))
+    assert "layer at fault" in text and "'sigmoid_0.tmp_0'" in text and "50.00 points" in text
+    stretch = Sensitivity("12 tensors a .. b", "activation", ["n1", "n2"], 30.0, measured="task", task_drop=0.0)
+    text = at_fault(GuardOutcome(ranking=[stretch, head], best_single=head))
+    assert "'12 tensors a .. b'" in text and "of single tensors" in text and "'sigmoid_0.tmp_0'" in text

@@ -42,7 +42,7 @@ LAYERS = [
                  "builder", "interrupt"]),
     ("libraries", ["estimate", "tflite", "pruning", "pytorch", "metrics", "emulation", "task_accuracy",
                    "split_packed", "input_checks", "bundle", "host_speed", "report",
-                   "sharded_calibration", "int8_pool", "tflite_source"]),
+                   "sharded_calibration", "int8_pool", "tflite_source", "shipped"]),
     ("stages", ["stages"]),
     ("search", ["search"]),
     ("API", ["", "api", "summary"]),

@@ -11,13 +11,14 @@ the build's metric: what the decision was about, on samples the build never saw.
 
     python tools/benchmarks/bench_decisions.py                       # every model it knows
     python tools/benchmarks/bench_decisions.py --models efficientnet_lite0 nudenet_320n --held-out
-    python tools/benchmarks/bench_decisions.py --markdown docs/accuracy-decisions.md --append
+    python tools/benchmarks/bench_decisions.py --models efficientnet_lite0 ppocr_det --markdown docs/accuracy-decisions.md
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -58,7 +59,7 @@ def build(name: str, out: Path, extra: list[str]) -> dict[str, Any]:
 
         row["manifest"] = read_artifact(out).manifest
     else:
-        row["error"] = (done.stderr.strip().splitlines() or ["?"])[0][:600]
+        row["error"] = next((x for x in done.stderr.strip().splitlines() if x.startswith("error")), "?")[:3000]
         row["table"] = done.stderr.strip()[-1500:]
     return row
 
@@ -69,28 +70,83 @@ def interval(evidence: dict[str, Any] | None) -> str:
     return f"{evidence['figure']:.2f} [{evidence['low']:.2f}, {evidence['high']:.2f}] N={evidence['samples']}"
 
 
+HEADER = ("| model | decision | metric (judged) | format judged | figure (points) | 95% interval | N "
+          "| reference PTQ [95% interval] | artifact - reference | build s | notes |")
+
+
 def line(row: dict[str, Any]) -> str:
     if row["exit"] != 0:
         verdict = "refused (exit 3)" if row["exit"] == 3 else f"exit {row['exit']}"
-        return (f"| {row['model']} | {verdict} | - | - | - | - | {row['seconds']:.0f} s | "
-                f"{row['error'][:300].replace('|', '/')} |")
+        found = re.search(r"\(metric '([^']+)', measured on ([^)]+)\): ([\d.]+) points \(95% interval "
+                          r"([\d.]+)\.\.([\d.]+), N=(\d+)", row["error"])
+        fault = re.search(r"the layer at fault[^;]*;( of single tensors[^;]*;)?", row["error"])
+        why = (fault.group(0).rstrip(";") if fault else row["error"][:400]).replace("|", "/")
+        if not found:
+            return f"| {row['model']} | {verdict} | - | - | - | - | - | - | - | {row['seconds']:.1f} | {why} |"
+        metric, judged, figure, low, high, samples = found.groups()
+        fmt = "tflite" if "tflite" in judged else "onnx"
+        ref = re.search(r"reference PTQ on the same samples: ([\d.]+) points \(95% interval ([\d.]+)\.\.([\d.]+)",
+                        row["error"])
+        ref_text = f"{ref.group(1)} [{ref.group(2)}, {ref.group(3)}]" if ref else "-"
+        return (f"| {row['model']} | {verdict} | {metric} | {fmt} | {figure} | [{low}, {high}] | {samples} | "
+                f"{ref_text} | - | {row['seconds']:.1f} | {why} |")
     val = row["manifest"].get("validation") or {}
     check = val.get("accuracy_budget") or {}
-    reference = (val.get("reference_ptq") or {}).get("evidence")
+    evidence = check.get("evidence") or {}
+    reference = val.get("reference_ptq") or {}
     versus = check.get("versus_reference") or {}
     guard = row["manifest"].get("accuracy_guard") or {}
-    note = ""
+    notes = []
     if guard:
-        note = (f"guard: {guard.get('trigger', '')}; {len(guard.get('attempts', []))} rebuild(s)"
-                + ("; hopeless" if guard.get("hopeless") else "") + ("; met" if guard.get("met") else ""))
-    held = row.get("held_out")
-    if held:
-        note += ("; " if note else "") + "held out: " + held
-    return (f"| {row['model']} | shipped ({check.get('verdict', '?')}) | {check.get('judged', '?')} "
-            f"({check.get('metric', '?')}), budget {check.get('limit', '?')} | {interval(check.get('evidence'))} | "
-            f"{interval(reference)} | {versus.get('figure', float('nan')):+.2f} "
-            f"[{versus.get('low', float('nan')):+.2f}, {versus.get('high', float('nan')):+.2f}] | "
-            f"{row['seconds']:.0f} s | {note} |")
+        notes.append(f"guard: {guard.get('trigger', '')}; {len(guard.get('attempts', []))} rebuild(s)"
+                     + ("; hopeless" if guard.get("hopeless") else "") + ("; met" if guard.get("met") else "")
+                     + (f"; shipped {guard['chosen']['rung']} on {guard['chosen']['nodes']} node(s)"
+                        if guard.get("chosen") else ""))
+    if evidence.get("verdict") == "cannot tell":
+        notes.append(f"cannot tell; about {evidence.get('samples_to_tell')} samples would")
+    if row.get("held_out"):
+        notes.append("held out: " + row["held_out"])
+    ref = reference.get("evidence")
+    ref_text = (f"{ref['figure']:.2f} [{ref['low']:.2f}, {ref['high']:.2f}]"
+                + (f" ({reference['format']})" if reference.get("format") else "")) if ref else \
+        reference.get("line", "-")
+    vs = (f"{versus['figure']:+.2f} [{versus['low']:+.2f}, {versus['high']:+.2f}]" if versus else "-")
+    return (f"| {row['model']} | shipped ({check.get('verdict', '?')}) | {check.get('metric', '?')} "
+            f"({check.get('judged', '?')}, budget {check.get('limit', '?')}) | {check.get('format', 'onnx')} | "
+            f"{evidence.get('figure', float('nan')):.2f} | [{evidence.get('low', float('nan')):.2f}, "
+            f"{evidence.get('high', float('nan')):.2f}] | {evidence.get('samples', '?')} | {ref_text} | {vs} | "
+            f"{row['seconds']:.1f} | {'; '.join(notes).replace('|', '/')} |")
+
+
+def provenance(argv: list[str]) -> str:
+    """Date, machine, commit and load: what every figure in a doc names."""
+    import os
+    import platform
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            check=False, cwd=Path(__file__).resolve().parent).stdout.strip() or "?"
+    cpu = next((x.split(":", 1)[1].strip() for x in Path("/proc/cpuinfo").read_text().splitlines()
+                if x.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else "?"
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    return (f"Command: `python tools/benchmarks/bench_decisions.py {' '.join(argv)}`  \n"
+            f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  \n"
+            f"Machine: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"load average at the end {load}  \nCode: commit {commit}\n")
+
+
+MARK_BEGIN, MARK_END = "<!-- bench_decisions table: begin -->", "<!-- bench_decisions table: end -->"
+
+
+def write_markdown(path: Path, text: str) -> None:
+    """Put ``text`` between the table markers of ``path`` (appended with them if absent)."""
+    old = path.read_text() if path.exists() else ""
+    block = f"{MARK_BEGIN}\n{text}{MARK_END}\n"
+    if MARK_BEGIN in old and MARK_END in old:
+        head, rest = old.split(MARK_BEGIN, 1)
+        new = head + block + rest.split(MARK_END, 1)[1].lstrip("\n")
+    else:
+        new = old + ("\n" if old and not old.endswith("\n") else "") + block
+    path.write_text(new)
 
 
 def held_out(name: str, artifact: Path, metric: str) -> str:
@@ -156,11 +212,12 @@ def main() -> None:
     parser.add_argument("--held-out", action="store_true", help="score the artifact on val.npz too")
     parser.add_argument("--format", default=None, help="pass --format to the build (default: the profile's)")
     parser.add_argument("--json", type=Path, help="write the rows (without manifests) here")
+    parser.add_argument("--markdown", type=Path, help="write the table, with date, machine and commit, "
+                        "between its markers in this file (docs/accuracy-decisions.md)")
     args = parser.parse_args()
     extra = ["--format", args.format] if args.format else []
-    print("| model | decision | judged | figure [95% interval] N (points) | reference PTQ | artifact - reference "
-          "| build time | notes |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    lines = [HEADER, "|" + " --- |" * (HEADER.count("|") - 1)]
+    print("\n".join(lines), flush=True)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models:
@@ -169,10 +226,13 @@ def main() -> None:
             if args.held_out and row["exit"] == 0:
                 metric = ((row["manifest"].get("validation") or {}).get("metric") or {}).get("name", "signal")
                 row["held_out"] = held_out(name, out, metric)
-            print(line(row), flush=True)
+            lines.append(line(row))
+            print(lines[-1], flush=True)
             rows.append({k: v for k, v in row.items() if k != "manifest"})
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1, default=str))
+    if args.markdown:
+        write_markdown(args.markdown, provenance(sys.argv[1:]) + "\n" + "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

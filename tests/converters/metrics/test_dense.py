@@ -46,3 +46,21 @@ def test_embedding_nearest_neighbours_and_tags() -> None:
     changed[0, 0] = -changed[0, 0]
     result = get_metric("tags")([tags], [changed])
     assert 0 < result.drop <= 100 / 40 + 1e-9 and result.per_sample.num.sum() == result.drop * 40 / 100
+
+
+def test_the_map_gate_judges_the_worst_page_not_the_mean() -> None:
+    """31 pages match float exactly and one loses half its text: the mean IoU (0.98) would pass
+    a mean-based bar, but the per-image gate (IoU >= 0.9 on every image) names the page and the
+    zero budget refuses it; with every page passing the same budget is met."""
+    reference = _pages(32)
+    candidate = reference.copy()
+    candidate[4, 0, 4:10, 16:30] = 0.1  # page 4 keeps only half its text line
+    result = get_metric("map_iou")([reference], [candidate])
+    assert result.details["mean_iou"] > 0.98 and result.details["min_iou"] == pytest.approx(0.5, abs=0.01)
+    assert result.details["worst_image"] == 4
+    assert result.drop == pytest.approx(100 / 32)
+    evidence = Evidence.of(result.per_sample)
+    assert evidence.verdict(0.0) == "missed"
+    assert Evidence.of(get_metric("map_iou")([reference], [reference.copy()]).per_sample).verdict(0.0) == "met"
+    # the gate's bar is an option: at 0.4 the half page passes
+    assert get_metric("map_iou", min_iou=0.4)([reference], [candidate]).drop == 0
