@@ -25,10 +25,10 @@ from edgekit.errors import (
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from edgekit.adapt.policy import TunerOptions
     from edgekit.model import Model
-    from edgekit.policy import TunerOptions
-    from edgekit.release import Pin
-    from edgekit.trust import KeySpec
+    from edgekit.trust.keys import KeySpec
+    from edgekit.trust.release import Pin
 
 __version__ = "0.3.0"  # setup.py reads it: bump with each release (round 3)
 
@@ -69,12 +69,12 @@ def load(path: str | PathLike[str], backend: str | None = None, threads: int | s
     steps off the board) instead of unfused (exact, about 4x slower).
     ``trusted_keys``: public key files, folders of ``*.pub`` files or ``PublicKey``
     objects; with those of ``$EDGEKIT_TRUSTED_KEYS`` and the device's trusted-key folders
-    (``edgekit.trust``) they are the keys trusted to sign artifacts. When any key is
+    (``edgekit.trust.keys``) they are the keys trusted to sign artifacts. When any key is
     configured, an unsigned artifact or one signed by another key is refused
     (``UntrustedArtifactError``); a signature that does not match is a ``SignatureError``.
-    ``pin``: the releases this device accepts (``edgekit.release.Pin``: target, oldest
+    ``pin``: the releases this device accepts (``edgekit.trust.release.Pin``: target, oldest
     release version and build time; also from ``$EDGEKIT_PIN_TARGET``/``_MIN_RELEASE``/``_NOT_BEFORE``).
-    The options are ``edgekit.session.RuntimeOptions``; this module stays light, so the
+    The options are ``edgekit.runtime.session.RuntimeOptions``; this module stays light, so the
     runtime is imported on the first call.
     """
     from edgekit.model import load as _load

@@ -17,26 +17,26 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgekit.artifact import Artifact, choose_model, read_artifact
-from edgekit.backends import Backend, BackendOptions, TensorSpec
-from edgekit.batcher import Batcher
-from edgekit.cpu import UNFUSED_NOTE
-from edgekit.drift import DriftWatch
-from edgekit.energy import MeasuredPower, PowerMeter
+from edgekit.adapt.policy import TunerOptions
+from edgekit.adapt.tuner import ThreadTuner
+from edgekit.artifact.archive import Artifact, read_artifact
+from edgekit.artifact.manifest import Manifest
+from edgekit.artifact.memory_budget import allowance
+from edgekit.backends import Backend, BackendOptions, TensorSpec, choose_model
+from edgekit.batching.batcher import Batcher
+from edgekit.device.cpu import UNFUSED_NOTE
+from edgekit.device.energy import MeasuredPower, PowerMeter
+from edgekit.device.power import PowerMonitor, Thresholds
+from edgekit.device.power_sensors import find_sensors
 from edgekit.errors import EdgekitError, InputError, ModelClosedError
-from edgekit.manifest import Manifest
-from edgekit.memory_budget import allowance
-from edgekit.policy import TunerOptions
-from edgekit.power import PowerMonitor, Thresholds
-from edgekit.power_sensors import find_sensors
-from edgekit.run_bounds import default_run_timeout_s
-from edgekit.session import RuntimeOptions, Session, check_array, inference_error
-from edgekit.stats import SAMPLE_BELOW_S, SAMPLE_STRIDE, Recorder, StatsParts, model_stats
-from edgekit.tuner import ThreadTuner
+from edgekit.numerics.drift import DriftWatch
+from edgekit.runtime.run_bounds import default_run_timeout_s
+from edgekit.runtime.session import RuntimeOptions, Session, check_array, inference_error
+from edgekit.runtime.stats import SAMPLE_BELOW_S, SAMPLE_STRIDE, Recorder, StatsParts, model_stats
 
 if TYPE_CHECKING:
-    from edgekit.release import Pin
-    from edgekit.trust import KeySpec
+    from edgekit.trust.keys import KeySpec
+    from edgekit.trust.release import Pin
 
 _F32 = np.dtype(np.float32)
 _NDARRAY = np.ndarray  # a module global: one lookup fewer on predict's fast path
@@ -235,7 +235,7 @@ class Model:
             # cold for it: ~7 us around the call in place, ~1.5 us alone), so what the fast
             # path reads is one tuple, stored as one on every Session.swap; onnxruntime's C
             # run is called directly; only one call in SAMPLE_STRIDE is timed while calls
-            # are fast (edgekit/stats.py).
+            # are fast (edgekit/runtime/stats.py).
             # NaN/inf would be quantized silently: a small input is summed as Python floats
             # (see SUM_CHECK_MAX), a larger one by one BLAS dot product (inf or NaN sums to
             # non-finite; a finite overflow, |x| above ~1e19, is re-checked element by
@@ -329,7 +329,7 @@ class Model:
     def stats(self) -> dict[str, Any]:
         """Latency percentiles, throughput, batch sizes, threads, power state, energy.
 
-        Counters (``edgekit.stats.COUNTERS``): ``executions``/``samples`` in the recent
+        Counters (``edgekit.runtime.stats.COUNTERS``): ``executions``/``samples`` in the recent
         window the percentiles describe, ``total_executions``/``total_samples`` since load,
         ``timed_executions`` the runs whose latency was measured. ``energy_source``: the
         power sensor that measured ``energy_j_per_sample`` (``power_sensor`` its details), or
@@ -345,7 +345,7 @@ class Model:
     def drift_warnings(self) -> list[str]:
         """The drift watch's warnings now: each input channel whose share of values outside
         the calibrated range (int8 clips them), or output whose share at the int8 limits,
-        exceeds the build's by more than ``drift_threshold`` (``edgekit/drift.py``)."""
+        exceeds the build's by more than ``drift_threshold`` (``edgekit/numerics/drift.py``)."""
         return self._drift.warnings() if self._drift is not None else []
 
     @property
@@ -360,7 +360,7 @@ class Model:
         ``resize`` ("none", "stretch", "center-crop") and ``color`` ("gray", "rgb", "bgr":
         what the image is converted to) override the manifest's preprocessing, e.g.
         ``resize="center-crop"`` for photos of another size than the model's input."""
-        from edgekit.preprocess import check_channels, default_spec, preprocess_image
+        from edgekit.runtime.preprocess import check_channels, default_spec, preprocess_image
 
         spec = dict(self.spec.inputs[0].preprocess or default_spec(
             self.inputs[0].shape, self.inputs[0].layout or "NCHW"))
@@ -390,7 +390,7 @@ class Model:
         return self.predict(self._frame_feed(frame))
 
     def _pixel_spec(self) -> dict[str, Any]:
-        from edgekit.preprocess import check_spec, default_spec
+        from edgekit.runtime.preprocess import check_spec, default_spec
 
         spec = self._pixels
         if spec is None:
@@ -401,7 +401,7 @@ class Model:
     def _frame_feed(self, frame: np.ndarray) -> np.ndarray:
         """A uint8 frame as the float input: normalized as the manifest says, in NHWC when
         the backend takes NHWC (no transpose), else in the manifest's layout."""
-        from edgekit.preprocess import normalize
+        from edgekit.runtime.preprocess import normalize
 
         frame = frame[0] if frame.ndim == 4 and frame.shape[0] == 1 else frame
         if frame.ndim not in (2, 3):
@@ -476,10 +476,10 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
     the board's) instead of unfused (exact, about 4x slower; said once at the first predict).
     ``trusted_keys``: public key files, folders of ``*.pub`` files or ``PublicKey``
     objects; with those of ``$EDGEKIT_TRUSTED_KEYS`` and the device's trusted-key folders
-    (``edgekit.trust``) they are the keys trusted to sign artifacts. When any key is
+    (``edgekit.trust.keys``) they are the keys trusted to sign artifacts. When any key is
     configured, an unsigned artifact or one signed by another key is refused
     (``UntrustedArtifactError``); a signature that does not match is a ``SignatureError``.
-    ``pin``: the releases this device accepts (``edgekit.release.Pin``: target, oldest
+    ``pin``: the releases this device accepts (``edgekit.trust.release.Pin``: target, oldest
     version, oldest build time), merged over ``$EDGEKIT_PIN_TARGET``/``MIN_RELEASE``/``NOT_BEFORE``.
     """
     options = RuntimeOptions.build(
@@ -488,8 +488,8 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
         max_wait_ms=max_wait_ms, queue_size=queue_size, power_aware=power_aware,
         allow_nonfinite=allow_nonfinite, run_timeout_s=run_timeout_s,
         drift_threshold=drift_threshold, power_sensor=power_sensor, exact_int8=exact_int8)
-    from edgekit.release import pin_from
-    from edgekit.trust import discover_trusted_keys
+    from edgekit.trust.keys import discover_trusted_keys
+    from edgekit.trust.release import pin_from
 
     return Model(read_artifact(path, discover_trusted_keys(trusted_keys), pin_from(pin)),
                  backend=backend, options=options)

@@ -52,7 +52,7 @@ def base_members(model: bytes | None = None, target: str = "rpi4") -> tuple[dict
     import onnxruntime
     from edgekit.targets import load_profile
 
-    from edgekit.artifact import encode_test_vectors
+    from edgekit.artifact.archive import encode_test_vectors
 
     model = model if model is not None else tiny_onnx()
     x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)

@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 
 import edgekit  # noqa: E402
-from edgekit.artifact import write_artifact  # noqa: E402
+from edgekit.artifact.archive import write_artifact  # noqa: E402
 from edgekit.errors import BatcherDeadError, InputError  # noqa: E402
 
 FEATURES = 8

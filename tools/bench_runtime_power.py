@@ -18,7 +18,7 @@ sys.path.insert(0, str(REPO / "tools"))
 from bench_runtime_common import one_input  # noqa: E402
 
 import edgekit  # noqa: E402
-from edgekit.stats import PowerModel, per_row_seconds  # noqa: E402
+from edgekit.runtime.stats import PowerModel, per_row_seconds  # noqa: E402
 
 
 def write(root: Path, rel: str, text: str) -> None:

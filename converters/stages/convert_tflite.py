@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.artifact import sha256_bytes
+from edgekit.artifact.archive import sha256_bytes
 from edgekit.errors import InternalError, UnsupportedModelError
 
 from ..context import BuildContext

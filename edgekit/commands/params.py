@@ -112,7 +112,7 @@ class FiniteFloat(click.ParamType):
 def cap_threads(value: int | str, option: str = "--threads") -> int | str:
     """A thread count capped at this machine's usable CPUs, saying so on stderr (more
     threads than cores only slow a model down, and a runtime given 100,000 crashes)."""
-    from edgekit.stats import usable_cpus
+    from edgekit.runtime.stats import usable_cpus
 
     cpus = usable_cpus()
     if isinstance(value, int) and value > cpus:

@@ -62,8 +62,8 @@ def command(artifact: str, images: tuple[str, ...], k: int, threads: int | str,
     classifier. Warns on stderr when the images drift outside the calibrated range."""
     import edgekit
     from edgekit.errors import UserError
-    from edgekit.inspect import artifact_labels
-    from edgekit.preprocess import list_images
+    from edgekit.ops.inspect import artifact_labels
+    from edgekit.runtime.preprocess import list_images
 
     for image in images:  # a FIFO or a device would hang the image reader: refuse up front
         if not os.path.isdir(image) and not stat.S_ISREG(os.stat(image).st_mode):

@@ -12,7 +12,7 @@ import pytest
 from artifact_cases import tiny_onnx
 from edgekit.converters.matrix import Cell, load_spec, run_cell
 
-from edgekit.artifact import read_artifact
+from edgekit.artifact.archive import read_artifact
 from edgekit.cli import main
 
 SPEC = """

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from resource_bombs import huge_activation_tflite  # tools/resource_bombs.py
 
-from edgekit.artifact import write_artifact
+from edgekit.artifact.archive import write_artifact
 
 from .runtime_models import _onnx_model, minimal_manifest
 

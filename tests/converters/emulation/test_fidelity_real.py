@@ -47,7 +47,7 @@ def test_real_model_with_a_float_layer_passes_on_the_a72_and_a_flipped_weight_fa
         sysroot, float_stem_artifact: Path, tmp_path: Path) -> None:  # noqa: ANN001
     from perturb_weight import perturb_artifact
 
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
 
     bounds = read_artifact(float_stem_artifact).manifest["test_vectors"]["outputs"]["logits"]
     assert bounds["within_1_step"] < 0.98  # widened by what the float stem's rounding moves
