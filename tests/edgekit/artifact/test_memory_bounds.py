@@ -20,7 +20,7 @@ from edgekit.errors import ResourceLimitError
 from ..hostile_models import FEATURES, huge_activation_artifact
 from ..runtime_models import minimal_manifest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def peak_rss_mb(code: str) -> dict:

@@ -14,7 +14,7 @@ from edgekit.cli import main
 from ..fake_sysfs import pi4_tree
 from ..runtime_models import conv_onnx, write_model_artifact
 
-SAMPLES = Path(__file__).resolve().parents[2] / "examples" / "raspberrypi" / "samples"
+SAMPLES = Path(__file__).resolve().parents[3] / "examples" / "raspberrypi" / "samples"
 
 
 @pytest.fixture(scope="module")

@@ -98,7 +98,7 @@ def fake_vcgencmd(folder: Path, output: str) -> Path:
 
 def run_digits(artifact: Path, root: Path, calls: int = 60, **options: object
                ) -> edgekit.Model:
-    with np.load(Path(__file__).parents[2] / "examples/raspberrypi/digits.npz") as npz:
+    with np.load(Path(__file__).parents[3] / "examples/raspberrypi/digits.npz") as npz:
         x = npz["x"].astype(np.float32)
     model = edgekit.load(artifact, backend="onnxruntime", threads=1, power_root=str(root),
                          **options)
@@ -245,7 +245,7 @@ def test_measured_watts_near_the_supply_rating_save_power(tmp_path: Path) -> Non
 
 def test_a_model_on_a_board_at_its_supply_limit(digits_artifact: Path, tmp_path: Path) -> None:
     root = ina_tree(tmp_path, microwatts=14000000)  # 14 W of a 15 W supply
-    with np.load(Path(__file__).parents[2] / "examples/raspberrypi/digits.npz") as npz:
+    with np.load(Path(__file__).parents[3] / "examples/raspberrypi/digits.npz") as npz:
         x = npz["x"][:4].astype(np.float32)
     with edgekit.load(digits_artifact, backend="onnxruntime", threads=1,
                       power_root=str(root)) as model:
