@@ -1,6 +1,6 @@
 """Thread-count policies: which counts to try, which one a policy picks from measured times,
-what a power state allows, and the tuner's options. Pure functions; the tuner thread that
-measures and swaps sessions is ``edgekit.adapt.tuner``.
+what a power state allows. Pure functions; the tuner thread that measures and swaps sessions
+is ``edgekit.adapt.tuner``, the policy names and the tuner's options ``edgekit.runtime.options``.
 
 * ``latency``    lowest time per sample;
 * ``efficiency`` lowest energy per sample, ``watts(threads) * time`` from the profile's power model;
@@ -9,24 +9,13 @@ measures and swaps sessions is ``edgekit.adapt.tuner``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 
 from edgekit.device.power import HOT, LOW_BATTERY, ON_BATTERY, POWER_LIMIT, THROTTLED
-from edgekit.errors import UserError
 from edgekit.runtime.stats import usable_cpus
 from edgekit.targets import PowerModel
 
-POLICIES = ("balanced", "latency", "efficiency")
 BALANCED_WITHIN = 0.10
-
-
-def check_policy(policy: str) -> str:
-    if policy not in POLICIES:
-        raise UserError(f"policy must be one of {', '.join(POLICIES)}; got {policy!r}")
-    return policy
 
 
 def candidate_threads(profile_cores: int, affinity: int | None = None) -> list[int]:
@@ -78,36 +67,3 @@ def state_policy(policy: str, state: str, candidates: list[int]) -> tuple[str, l
         cap = max(1, max(candidates) // 2)
         return "efficiency", [t for t in candidates if t <= cap] or [1]
     return policy, list(candidates)
-
-
-@dataclass
-class TunerOptions:
-    budget_s: float = 1.5  # probe at load: warm-up + timed runs, all candidates
-    warmup: int = 2
-    retune_budget_s: float = 0.6  # offline re-probe when there is no live traffic
-    check_s: float = 0.25  # how often the tuner thread looks at the triggers
-    cooldown_s: float = 2.0  # no load/drift re-tune sooner than this after the last one
-    drift: float = 0.25  # re-tune when latency moves this far from its moving average
-    strikes: int = 3  # ... on this many consecutive checks (hysteresis)
-    drift_s: float = 2.0  # ... lasting at least this long: another model or the machine's
-    # noise moves a small model's time by 30% for a second; a live re-tune costs p95
-    load_step: float = 1.0  # re-tune when the 1-min load average moves by a core
-    busy_step: float = 0.5  # ... or when other processes' CPU use (proc/stat) moves this much
-    busy_tau_s: float = 1.0  # averaging time of that CPU use
-    margin: float = 0.10  # keep the current count unless the new one is this much better
-    explore_samples: int = 24  # live executions measured per candidate window when re-tuning
-    explore_min_s: float = 0.1  # ... over at least this long (longer than scheduler slices)
-    explore_timeout_s: float = 1.5  # per window: bursty traffic may pause in between
-    min_samples: int = 6  # executions a drift check needs
-    own_busy: float = 0.3  # cores this process used since the last check that put off ...
-    defer_s: float = 5.0  # ... an offline re-probe (no live traffic), for at most this long
-
-
-def tuner_options(value: TunerOptions | dict[str, Any] | None) -> TunerOptions:
-    if isinstance(value, TunerOptions):
-        return value
-    allowed = set(TunerOptions.__dataclass_fields__)
-    unknown = sorted(set(value or {}) - allowed)
-    if unknown:
-        raise UserError(f"unknown tuner option(s) {unknown}; allowed: {', '.join(sorted(allowed))}")
-    return TunerOptions(**(value or {}))

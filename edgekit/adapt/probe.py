@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from edgekit.backends import Backend, BackendOptions, TensorSpec
+from edgekit.backends import Backend, TensorSpec
 from edgekit.errors import UserError
 from edgekit.runtime.stats import typical
 
@@ -49,23 +49,24 @@ SETTLE_S = 0.05
 BLOCKS = 12
 
 
-def probe(make_backend: Callable[[BackendOptions], Backend], feeds: dict[str, np.ndarray],
-          candidates: list[int], budget_s: float, warmup: int, spinning: bool
+def probe(make_backend: Callable[[int], Backend], feeds: dict[str, np.ndarray],
+          candidates: list[int], budget_s: float, warmup: int
           ) -> tuple[dict[int, float], dict[int, Backend]]:
     """Timed blocks of one session per candidate, in rotating order (fair under changing
     load); each candidate's estimate is the median of its block means (``block_estimate``). A block
     after a spinning multi-thread session drops its first ``SETTLE_S``: that pool is still
     spinning then and would bill its CPU to this candidate. Every block drops its first run
-    (the pool wakes up, caches refill)."""
+    (the pool wakes up, caches refill). ``make_backend(threads)`` opens a session (the
+    tuner's: its options from ``edgekit.runtime.options.backend_options``)."""
     start = time.perf_counter()
-    backends = {t: make_backend(BackendOptions(threads=t, allow_spinning=spinning))
-                for t in candidates}
+    backends = {t: make_backend(t) for t in candidates}
     for backend in backends.values():
         for _ in range(max(1, warmup)):
             backend.run(feeds)
     rows = max(1, next(iter(feeds.values())).shape[0]) if feeds else 1
     rounds = max(2, BLOCKS // len(candidates))
-    settle = {t: SETTLE_S if spinning and t > 1 else 0.0 for t in candidates}
+    settle = {t: SETTLE_S if backends[t].options.allow_spinning and t > 1 else 0.0
+              for t in candidates}
     blocks_s = start + budget_s - time.perf_counter() - SETTLE_S * sum(
         1 for t in candidates if settle[t]) * rounds
     block_s = max(0.01, blocks_s / (rounds * len(candidates)))

@@ -25,8 +25,10 @@ exploring on live traffic costs the callers' latency). An offline re-probe waits
 process is busy with other work, which it would otherwise measure as load.
 
 When the power monitor reports on_battery / hot, the tuner switches to ``efficiency`` with at
-most half the cores; throttled / low_battery allow one thread. Spin-waiting is turned off
-for efficiency sessions (onnxruntime ``session.intra_op.allow_spinning=0``).
+most half the cores; throttled / low_battery allow one thread. Every session it opens is
+made by ``edgekit.runtime.options.backend_options``: spin-waiting (onnxruntime
+``session.intra_op.allow_spinning``) only where the load allowed it and the policy in force
+is not ``efficiency``.
 """
 
 from __future__ import annotations
@@ -42,17 +44,11 @@ from typing import Any
 import numpy as np
 
 from edgekit.adapt import sharing
-from edgekit.adapt.policy import (
-    TunerOptions,
-    candidate_threads,
-    check_policy,
-    choose_threads,
-    score,
-    state_policy,
-)
+from edgekit.adapt.policy import candidate_threads, choose_threads, score, state_policy
 from edgekit.adapt.probe import SETTLE_S, block_estimate, probe, probe_feeds
-from edgekit.backends import Backend, BackendOptions
+from edgekit.backends import Backend
 from edgekit.device.power import PowerMonitor
+from edgekit.runtime.options import RuntimeOptions, TunerOptions, backend_options, check_policy
 from edgekit.runtime.session import SessionLike
 from edgekit.runtime.stats import BusyMeter, per_row_seconds, process_cpu_seconds, typical
 from edgekit.targets import PowerModel, Profile
@@ -63,13 +59,17 @@ class ThreadTuner:
 
     ``vectors``: the artifact's test vectors (``in/<name>``) the probe times, else random
     data. ``clock``: seconds, monotonic; the cooldown, the triggers and the CPU-use
-    averages read it (the probe and the live exploration sleep, so they use real time)."""
+    averages read it (the probe and the live exploration sleep, so they use real time).
+    ``runtime``: the load's options; every session the tuner opens is made from them
+    (``backend_options``: ``allow_spinning=False`` holds for each)."""
 
     def __init__(self, session: SessionLike, policy: str, monitor: PowerMonitor,
                  profile: Profile, options: TunerOptions | None = None, *,
                  power_root: str = "/", vectors: dict[str, Any] | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter,
+                 runtime: RuntimeOptions | None = None) -> None:
         self.session = session
+        self.runtime = runtime or RuntimeOptions()
         self.policy = check_policy(policy)
         self.monitor = monitor
         self.options = options or TunerOptions()
@@ -115,15 +115,13 @@ class ThreadTuner:
         t0, began = self.clock(), time.perf_counter()
         self._busy.restart()
         try:
-            measured, backends = probe(self.session.make_backend, self._feeds, candidates,
-                                       self.options.budget_s, self.options.warmup,
-                                       spinning=policy != "efficiency")
+            measured, backends = probe(self._maker(policy), self._feeds, candidates,
+                                       self.options.budget_s, self.options.warmup)
         except Exception as exc:  # e.g. symbolic non-batch dims the probe input cannot fill
             fallback = max(candidates)
             self._record(f"initial: probe failed ({exc}); using {fallback} threads", state,
                          policy, None, fallback, {}, "none", t0)
-            return self.session.make_backend(BackendOptions(
-                threads=fallback, allow_spinning=policy != "efficiency"))
+            return self._maker(policy)(fallback)
         chosen = choose_threads(measured, policy, self.power)
         for t, backend in backends.items():
             if t != chosen:
@@ -139,16 +137,15 @@ class ThreadTuner:
             t0, began, mark = self.clock(), time.perf_counter(), self.session.recorder.n
             reading = self.monitor.reading
             policy, candidates = state_policy(self.policy, reading.state, self.candidates)
-            spinning = policy != "efficiency"
+            spinning = backend_options(self.runtime, policy, 0).allow_spinning
             current = self.session.backend
             before = current.options.threads
-            measured, live, mode = self._explore(candidates, spinning, current)
+            measured, live, mode = self._explore(candidates, policy, current)
             if measured is None and self._defer(reason):
                 return before  # the triggers stay armed: check() asks again
             if measured is None:  # no live traffic: measure offline (the CPU is ours)
-                measured, live = probe(self.session.make_backend, self._feeds, candidates,
-                                       self.options.retune_budget_s, self.options.warmup,
-                                       spinning)
+                measured, live = probe(self._maker(policy), self._feeds, candidates,
+                                       self.options.retune_budget_s, self.options.warmup)
                 mode = "probe"
             chosen = choose_threads(measured, policy, self.power)
             same_kind = (current.options.allow_spinning == spinning and before in measured)
@@ -200,7 +197,12 @@ class ThreadTuner:
             self._deferred_since = now
         return now - self._deferred_since < self.options.defer_s
 
-    def _explore(self, candidates: list[int], spinning: bool, current: Backend
+    def _maker(self, policy: str) -> Callable[[int], Backend]:
+        """A new session of ``threads`` under the policy in force."""
+        return lambda threads: self.session.make_backend(
+            backend_options(self.runtime, policy, threads))
+
+    def _explore(self, candidates: list[int], policy: str, current: Backend
                  ) -> tuple[dict[int, float] | None, dict[int, Backend], str]:
         """Try each candidate on the live traffic, in A B .. B A order so that a load that
         rises or falls during the exploration weighs on every candidate alike."""
@@ -209,12 +211,13 @@ class ThreadTuner:
             return None, {}, "probe"
         built: dict[int, Backend] = {}
         sessions: dict[int, Backend] = {}
+        make = self._maker(policy)
+        spinning = backend_options(self.runtime, policy, 0).allow_spinning
         for t in candidates:
             if t == current.options.threads and current.options.allow_spinning == spinning:
                 sessions[t] = current
             else:
-                backend = self.session.make_backend(BackendOptions(threads=t,
-                                                                   allow_spinning=spinning))
+                backend = make(t)
                 backend.run(self._feeds)  # first run allocates; keep it off the live window
                 sessions[t] = built[t] = backend
         times: dict[int, list[float]] = {t: [] for t in candidates}

@@ -30,7 +30,6 @@ from typing import Any
 import numpy as np
 
 from edgekit.adapt import sharing
-from edgekit.adapt.policy import check_policy
 from edgekit.batching.arrivals import ArrivalTracker
 from edgekit.batching.batch_policy import BatchPolicy, batch_policy, may_join
 from edgekit.batching.batch_requests import Request, check_rows, describe_feeds, mark_running
@@ -46,6 +45,7 @@ from edgekit.errors import (
     RunTimeoutError,
     UserError,
 )
+from edgekit.runtime.options import check_policy
 from edgekit.runtime.session import SessionLike
 from edgekit.runtime.stats import percentiles_ms
 

@@ -2,22 +2,19 @@
 its executions. The tuner and the batcher depend on it through ``SessionLike`` (never on
 ``Model``), so ``edgekit.model`` sits above them and no import cycle is needed.
 
-Also ``RuntimeOptions``: every option ``edgekit.load`` takes, in one frozen record.
+The options of ``edgekit.load`` are ``edgekit.runtime.options.RuntimeOptions``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
-import numbers
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from time import perf_counter
 from typing import Any, Protocol
 
 import numpy as np
 
-from edgekit.adapt.policy import TunerOptions, check_policy, tuner_options
 from edgekit.artifact.manifest import ModelEntry
 from edgekit.backends import Backend, BackendOptions, TensorSpec
 from edgekit.backends.base import MEMORY_ALLOWANCE
@@ -28,79 +25,6 @@ from edgekit.runtime.run_bounds import bound_runs
 from edgekit.runtime.stats import Recorder
 
 _FLOAT_KINDS = ("f",)
-# threads a runtime is ever given: far above any board's cores; LiteRT given 100,000
-# crashed the process (SIGSEGV) and a 21-digit count made its binding print the model
-MAX_THREADS = 256
-
-
-@dataclass(frozen=True)
-class RuntimeOptions:
-    """How a loaded model runs (the keyword options of ``edgekit.load``)."""
-
-    threads: int | str = 0  # a count (0 = runtime default) or "auto" (the tuner)
-    allow_spinning: bool = True  # onnxruntime spin-wait (always off for "efficiency")
-    policy: str = "balanced"  # "balanced" | "latency" | "efficiency"
-    power_root: str = "/"  # where sysfs and proc are (a fake tree in tests)
-    tuner: TunerOptions | None = None
-    monitor_interval_s: float = 2.0  # power monitor poll interval
-    max_batch: int = 8  # submit(): the batcher's batch size in the normal power state
-    max_wait_ms: float | None = None  # submit(): wait for more requests (None: by policy)
-    queue_size: int = 1024  # submit(): requests waiting at most
-    power_aware: bool = True  # submit(): batching follows the power state
-    allow_nonfinite: bool = False  # NaN / inf inputs run instead of raising InputError
-    # submit(): bounds each backend run the batcher makes (a batch, the per-row probe, a
-    # failed batch's request-by-request retries): a longer run fails its batch's requests
-    # (RunTimeoutError) and the session is replaced (onnxruntime stops the run; LiteRT's is
-    # left to finish). None: derived from the manifest's latency estimate (x100 per row of
-    # max_batch, at least 10 s: edgekit/runtime/run_bounds.py). Not the queue wait (requests queued
-    # behind a wedged run then run on the new session). predict() runs on the caller's thread,
-    # bounded the same way only for a model that can loop without end (an ONNX Loop whose
-    # trip count is not a constant). A caller's own bound: submit(x).result(timeout=...).
-    run_timeout_s: float | None = None
-    # the drift watch (edgekit/numerics/drift.py) warns when an input channel's share of clipped
-    # values (an output's at the int8 limits) exceeds the build's by more than this
-    drift_threshold: float = 0.01
-    # measured power (edgekit/device/power_sensors.py): "auto" (an INA2xx hwmon sensor, else on a
-    # Pi 5 under the real root vcgencmd pmic_read_adc), "none" (modelled), "hwmon:NAME" or
-    # "vcgencmd" (forced, e.g. with a fake tree)
-    power_sensor: str = "auto"
-    # onnxruntime on x86 without VNNI: True runs an int8 model unfused, computing exactly the
-    # int8 math of the board (the fused kernels saturate 8-bit weights: edgekit/device/cpu.py),
-    # about 4x slower; False runs it fused, fast, results a few steps off on such a CPU.
-    exact_int8: bool = True
-
-    @classmethod
-    def build(cls, threads: int | str = 0, tuner: TunerOptions | dict[str, Any] | None = None,
-              policy: str = "balanced", **fields: Any) -> RuntimeOptions:
-        """Checked options: a bad policy, thread count or tuner key is a ``UserError``."""
-        if threads != "auto" and (isinstance(threads, str | bool) or not isinstance(
-                threads, numbers.Integral) or not 0 <= threads <= MAX_THREADS):
-            raise UserError(f"threads must be 'auto' or a count in [0, {MAX_THREADS}] (0 = "
-                            f"runtime default); got {str(threads)[:40]!r}")
-        timeout = fields.get("run_timeout_s")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(
-                timeout, int | float) or not (math.isfinite(timeout) and timeout > 0)):
-            raise UserError(f"run_timeout_s must be a number of seconds > 0 or None (derived "
-                            f"from the manifest); got {timeout!r}")
-        check_drift_options(fields)
-        return cls(threads=threads if threads == "auto" else int(threads),
-                   tuner=tuner_options(tuner), policy=check_policy(policy), **fields)
-
-    @property
-    def auto(self) -> bool:
-        return self.threads == "auto"
-
-
-def check_drift_options(fields: dict[str, Any]) -> None:
-    """``drift_threshold`` a share in [0, 1]; ``power_sensor`` one of the known forms."""
-    from edgekit.device.power_sensors import check_sensor_option
-
-    threshold = fields.get("drift_threshold", 0.01)
-    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not (
-            0.0 <= threshold <= 1.0):
-        raise UserError(f"drift_threshold must be a share in [0, 1] (0.01 = 1% more values "
-                        f"clipped than at build); got {threshold!r}")
-    check_sensor_option(fields.get("power_sensor", "auto"))
 
 
 class SessionLike(Protocol):

@@ -13,13 +13,13 @@ import pytest
 from edgekit.targets import load_profile
 
 from edgekit.adapt import sharing
-from edgekit.adapt.policy import TunerOptions
 from edgekit.adapt.sharing import threads_alongside
 from edgekit.adapt.tuner import ThreadTuner
 from edgekit.artifact.manifest import ModelEntry
 from edgekit.backends import BackendOptions, TensorSpec
 from edgekit.backends.onnxruntime import OnnxRuntimeBackend
 from edgekit.device.power import PowerMonitor
+from edgekit.runtime.options import TunerOptions
 from edgekit.runtime.session import Session
 
 from ..runtime_models import mlp_onnx

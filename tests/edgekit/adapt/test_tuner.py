@@ -15,10 +15,11 @@ import pytest
 from edgekit.targets import load_profile
 
 import edgekit
-from edgekit.adapt.policy import TunerOptions, candidate_threads, choose_threads, state_policy
+from edgekit.adapt.policy import candidate_threads, choose_threads, state_policy
 from edgekit.adapt.tuner import ThreadTuner
 from edgekit.device.power import HOT, LOW_BATTERY, NORMAL, ON_BATTERY, THROTTLED
 from edgekit.errors import UserError
+from edgekit.runtime.options import TunerOptions
 from edgekit.runtime.stats import PowerModel
 
 from ..fake_sysfs import laptop_tree, put
@@ -54,7 +55,7 @@ def tuner_for(model: edgekit.model.Model, options: TunerOptions,
     """A tuner on a fixed-thread model's session (not started: the test calls check())."""
     return ThreadTuner(model.session, "latency", model.power_monitor(),
                        model.spec.target.profile, options,
-                       power_root=model.options.power_root, clock=clock or time.perf_counter)
+                       power_root=model.options.power.power_root, clock=clock or time.perf_counter)
 
 
 def wait_for(predicate, timeout: float = 30.0) -> bool:  # noqa: ANN001
