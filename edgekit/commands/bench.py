@@ -15,7 +15,7 @@ from typing import Any
 import click
 import numpy as np
 
-from edgekit.commands.params import BATCH_SIZES, FAST_INT8, SECONDS, THREADS_OR_AUTO, cap_threads
+from edgekit.commands.params import BATCH_SIZES, FAST_INT8, SECONDS, THREADS_OR_AUTO
 from edgekit.errors import UserError
 
 
@@ -187,7 +187,7 @@ def command(artifact: str, threads: list[int | str], batches: list[int], duratio
             raise UserError(f"this model has a fixed batch of {fixed}; --batch must be "
                             f"{fixed}, got {b}")
         check_batch_memory(spec, b)
-    threads = list(dict.fromkeys(cap_threads(t) for t in threads))
+    threads = list(dict.fromkeys(threads))  # capped counts may repeat
     rows = []
     for runtime in [backend] if backend else runtimes_for(spec):
         for t in threads:

@@ -11,7 +11,7 @@ from typing import Any
 import click
 import numpy as np
 
-from edgekit.commands.params import FAST_INT8, THREAD_COUNT, cap_threads
+from edgekit.commands.params import FAST_INT8, THREAD_COUNT
 
 
 def is_classifier(model: Any) -> bool:
@@ -71,7 +71,7 @@ def command(artifact: str, images: tuple[str, ...], k: int, threads: int | str,
                             "special file (FIFO, device or socket)")
     results = []
     with edgekit.load(artifact, backend=backend, exact_int8=not fast_int8,
-                      threads=cap_threads(threads), drift_threshold=drift_threshold) as model:
+                      threads=threads, drift_threshold=drift_threshold) as model:
         classifier = is_classifier(model)
         labels = artifact_labels(model.manifest)
         files = [path for image in images
