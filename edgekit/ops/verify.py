@@ -161,7 +161,7 @@ def verify_artifact(path: str | os.PathLike[str] | Artifact, backend: str | None
     and ``pin`` as for ``edgekit.load``: when any key is configured the artifact must be
     signed by one of them."""
     from edgekit.model import Model
-    from edgekit.runtime.session import RuntimeOptions
+    from edgekit.runtime.options import RuntimeOptions
     from edgekit.trust.keys import discover_trusted_keys
     from edgekit.trust.release import pin_from
 
