@@ -48,7 +48,13 @@ from edgekit.adapt.policy import candidate_threads, choose_threads, score, state
 from edgekit.adapt.probe import SETTLE_S, block_estimate, probe, probe_feeds
 from edgekit.backends import Backend
 from edgekit.device.power import PowerMonitor
-from edgekit.runtime.options import RuntimeOptions, TunerOptions, backend_options, check_policy
+from edgekit.runtime.options import (
+    RuntimeOptions,
+    TunerOptions,
+    backend_options,
+    check_policy,
+    may_spin,
+)
 from edgekit.runtime.session import SessionLike
 from edgekit.runtime.stats import BusyMeter, per_row_seconds, process_cpu_seconds, typical
 from edgekit.targets import PowerModel, Profile
@@ -137,7 +143,7 @@ class ThreadTuner:
             t0, began, mark = self.clock(), time.perf_counter(), self.session.recorder.n
             reading = self.monitor.reading
             policy, candidates = state_policy(self.policy, reading.state, self.candidates)
-            spinning = backend_options(self.runtime, policy, 0).allow_spinning
+            spinning = may_spin(self.runtime, policy)
             current = self.session.backend
             before = current.options.threads
             measured, live, mode = self._explore(candidates, policy, current)
@@ -212,7 +218,7 @@ class ThreadTuner:
         built: dict[int, Backend] = {}
         sessions: dict[int, Backend] = {}
         make = self._maker(policy)
-        spinning = backend_options(self.runtime, policy, 0).allow_spinning
+        spinning = may_spin(self.runtime, policy)
         for t in candidates:
             if t == current.options.threads and current.options.allow_spinning == spinning:
                 sessions[t] = current

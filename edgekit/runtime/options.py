@@ -192,12 +192,16 @@ _KEYWORD_SECTION: dict[str, str | None] = {
 }
 
 
-def backend_options(options: RuntimeOptions, policy: str, threads: int) -> BackendOptions:
-    """The options of every session a model opens (at load, by the tuner's probe and
-    re-tunes): ``threads``, and onnxruntime's spin-wait only where the caller allows it
-    (``allow_spinning``) and the policy in force is not ``efficiency`` (a spinning pool
-    keeps its cores busy between runs: power and heat for no work). ``policy`` is the one
-    in force: the tuner's under a power state may be ``efficiency`` for a ``balanced``
+def may_spin(options: RuntimeOptions, policy: str) -> bool:
+    """The spin-wait rule: onnxruntime's pool spin-waits between ops only where the caller
+    allows it (``allow_spinning``) and the policy in force is not ``efficiency`` (a spinning
+    pool keeps its cores busy between runs: power and heat for no work). ``policy`` is the
+    one in force: the tuner's under a power state may be ``efficiency`` for a ``balanced``
     model."""
-    return BackendOptions(threads=threads,
-                          allow_spinning=options.allow_spinning and policy != "efficiency")
+    return options.allow_spinning and policy != "efficiency"
+
+
+def backend_options(options: RuntimeOptions, policy: str, threads: int) -> BackendOptions:
+    """The options of every session a model opens (at load, in the tuner's probes and
+    re-tunes): ``threads``, spinning by ``may_spin``."""
+    return BackendOptions(threads=threads, allow_spinning=may_spin(options, policy))
