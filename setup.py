@@ -68,7 +68,7 @@ setup(
         "litert": ["ai-edge-litert>=1.2"],
         "tflite": ["tflite-runtime>=2.13", "numpy<2"],
         "image": ["pillow>=9"],
-        # signed artifacts (edgekit.signing): Ed25519 from a well-kept library, aarch64 wheels
+        # signed artifacts (edgekit.trust.signing): Ed25519 from a well-kept library, aarch64 wheels
         "sign": ["cryptography>=42"],
         # on the host
         "build": [
@@ -95,7 +95,7 @@ setup(
         # PNet weights for tools/zoo) installed with --no-deps by tools/test.sh: their declared
         # torchvision would replace the pinned torch
         # ruff pinned: CI runs `ruff check .`, and new releases add rules
-        # hypothesis: the bounded artifact fuzz (tests/edgekit/test_loader_bounds.py)
+        # hypothesis: the bounded artifact fuzz (tests/edgekit/artifact/test_loader_bounds.py)
         # pytest-xdist: tools/test.sh runs the suite on every core (CI's 15-minute budget)
         # psutil: the Ray test finds the worker to SIGKILL by its process title
         "test": ["pytest>=7", "pytest-xdist>=3.5", "scikit-learn>=1.3", "ruff==0.17.6",

@@ -153,7 +153,7 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
         if bad:
             raise UserError(f"unknown format(s) {bad}; allowed: {', '.join(FORMATS)}")
     if config.sign_key:
-        from edgekit.signing import load_private_key
+        from edgekit.trust.signing import load_private_key
 
         load_private_key(config.sign_key)  # a bad key fails now, not after the whole build
     remove_stale_beside(out)  # temp files of an interrupted build into the same path
@@ -180,7 +180,7 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
         raise
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
 
     manifest = read_artifact(out).manifest
     return BuildResult(out, manifest, time.perf_counter() - start, ctx.artifact_bytes,

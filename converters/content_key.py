@@ -168,7 +168,7 @@ def _version(name: str) -> str | None:
 
 
 def _signer(key_path: str | os.PathLike[str]) -> str:
-    from edgekit.signing import crypto, key_id, load_private_key
+    from edgekit.trust.signing import crypto, key_id, load_private_key
 
     c = crypto()
     raw = load_private_key(key_path).public_key().public_bytes(

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from edgekit.errors import CalibrationError, UserError
-from edgekit.preprocess import (
+from edgekit.runtime.preprocess import (
     SPEC_KEYS,
     check_channels,
     check_spec,
@@ -36,7 +36,7 @@ LABEL_KEYS = ("y", "labels", "label")
 
 
 def load_preprocess_toml(path: str) -> dict[str, Any]:
-    """A small TOML file of preprocessing keys (see edgekit.preprocess)."""
+    """A small TOML file of preprocessing keys (see edgekit.runtime.preprocess)."""
     try:
         with open(path, "rb") as handle:
             data = tomllib.load(handle)

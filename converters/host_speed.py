@@ -5,7 +5,7 @@ Small nets can lose at int8 here: the per-op profile of the digits CNN on an AVX
 without VNNI (onnxruntime 1 thread) showed QuantizeLinear at the input and NCHW<->NHWC
 Transposes around each QLinearConv costing as much as the tiny convolutions save, and, when
 the model must run unfused for exactness (8-bit weights on a CPU whose fused kernels
-saturate, ``edgekit.cpu``), float convolutions wrapped in Quantize/Dequantize pairs. Those
+saturate, ``edgekit.device.cpu``), float convolutions wrapped in Quantize/Dequantize pairs. Those
 costs are the runtime's, not the model's; the build reports them instead of hiding them.
 """
 

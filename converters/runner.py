@@ -18,7 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.cpu import ORT_DISABLED_OPTIMIZERS, UNFUSED_FOLD_WEIGHTS, exact_int8_needs_unfused
+from edgekit.device.cpu import (
+    ORT_DISABLED_OPTIMIZERS,
+    UNFUSED_FOLD_WEIGHTS,
+    exact_int8_needs_unfused,
+)
 
 from .context import Dataset
 from .interrupt import interruptible
@@ -34,7 +38,7 @@ _outputs_lock = threading.Lock()  # a caller's threads may share it
 def session(model: str | Path | bytes, threads: int = 0, exact_int8: bool = False,
             quiet: bool = False) -> Any:
     """An onnxruntime session. ``exact_int8``: compute a QDQ model's int8 math exactly on this
-    CPU, unfused where its fused kernels saturate (``edgekit.cpu``): what validation and test
+    CPU, unfused where its fused kernels saturate (``edgekit.device.cpu``): what validation and test
     vectors need, since the board's kernels do not saturate. ``quiet``: a trial whose failure
     is expected and handled logs nothing (onnxruntime prints a failed run's error itself)."""
     import onnxruntime as ort

@@ -82,7 +82,7 @@ def write_tflite(ctx: BuildContext, path: Path, keep_float: Iterable[str], range
 
 def tflite_entry(ctx: BuildContext, model: Any, member: str = "model.tflite") -> dict[str, Any]:
     """The manifest's models[] entry of a written .tflite."""
-    from edgekit.artifact import sha256_bytes
+    from edgekit.artifact.archive import sha256_bytes
 
     return {
         "format": "tflite", "path": member, "runtime": "litert",

@@ -7,6 +7,7 @@ the model, so this module is the top of the runtime's import graph.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import os
@@ -17,26 +18,26 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgekit.artifact import Artifact, choose_model, read_artifact
-from edgekit.backends import Backend, BackendOptions, TensorSpec
-from edgekit.batcher import Batcher
-from edgekit.cpu import UNFUSED_NOTE
-from edgekit.drift import DriftWatch
-from edgekit.energy import MeasuredPower, PowerMeter
-from edgekit.errors import EdgekitError, InputError, ModelClosedError
-from edgekit.manifest import Manifest
-from edgekit.memory_budget import allowance
-from edgekit.policy import TunerOptions
-from edgekit.power import PowerMonitor, Thresholds
-from edgekit.power_sensors import find_sensors
-from edgekit.run_bounds import default_run_timeout_s
-from edgekit.session import RuntimeOptions, Session, check_array, inference_error
-from edgekit.stats import SAMPLE_BELOW_S, SAMPLE_STRIDE, Recorder, StatsParts, model_stats
-from edgekit.tuner import ThreadTuner
+from edgekit.adapt.tuner import ThreadTuner
+from edgekit.artifact.archive import Artifact, read_artifact
+from edgekit.artifact.manifest import Manifest
+from edgekit.artifact.memory_budget import allowance
+from edgekit.backends import Backend, BackendOptions, TensorSpec, choose_model
+from edgekit.batching.batcher import Batcher
+from edgekit.device.cpu import UNFUSED_NOTE
+from edgekit.device.energy import MeasuredPower, PowerMeter
+from edgekit.device.power import PowerMonitor, Thresholds
+from edgekit.device.power_sensors import find_sensors
+from edgekit.errors import EdgekitError, InputError, ModelClosedError, UserError
+from edgekit.numerics.drift import DriftWatch
+from edgekit.runtime.options import RuntimeOptions, backend_options
+from edgekit.runtime.run_bounds import default_run_timeout_s
+from edgekit.runtime.session import Session, check_array, inference_error
+from edgekit.runtime.stats import SAMPLE_BELOW_S, SAMPLE_STRIDE, Recorder, StatsParts, model_stats
 
 if TYPE_CHECKING:
-    from edgekit.release import Pin
-    from edgekit.trust import KeySpec
+    from edgekit.trust.keys import KeySpec
+    from edgekit.trust.release import Pin
 
 _F32 = np.dtype(np.float32)
 _NDARRAY = np.ndarray  # a module global: one lookup fewer on predict's fast path
@@ -81,8 +82,9 @@ class Model:
                                options.exact_int8)
         self.session.memory_allowance = allowance(self.spec.target.profile)
         # runs bounded in time: the batcher's always, predict's where a Loop may never end
-        self.run_timeout_s = (options.run_timeout_s if options.run_timeout_s is not None
-                              else default_run_timeout_s(self.manifest, options.max_batch))
+        self.run_timeout_s = (options.batch.run_timeout_s
+                              if options.batch.run_timeout_s is not None
+                              else default_run_timeout_s(self.manifest, options.batch.max_batch))
         if artifact.dynamic_loops.get(entry.path):
             self.session.run_bound_s = self.run_timeout_s
         self._checks_finite = not options.allow_nonfinite
@@ -106,15 +108,15 @@ class Model:
         # the drift watch (inputs clipped, outputs at the int8 limits) and measured power
         self._drift = DriftWatch.for_model(self.spec, entry, options.drift_threshold)
         self.session.drift = self._drift
-        sensors = find_sensors(options.power_root, options.power_sensor)
+        sensors = find_sensors(options.power.power_root, options.power.power_sensor)
         self._meter = PowerMeter(sensors[0]).start() if sensors else None
         self.session.on_swap(self._on_swap)
         if options.auto:
             profile = self.spec.target.profile
             self._tuner = ThreadTuner(self.session, options.policy, self.power_monitor(),
-                                      profile, options.tuner or TunerOptions(),
-                                      power_root=options.power_root,
-                                      vectors=self._vectors())
+                                      profile, options.tuner,
+                                      power_root=options.power.power_root,
+                                      vectors=self._vectors(), runtime=options)
             if self._meter is not None:  # the efficiency policy reads measured watts
                 self._tuner.power = MeasuredPower(self._tuner.power, self._meter,
                                                   self.session.recorder.window)
@@ -127,9 +129,8 @@ class Model:
                 raise
             self._tuner.start()
         else:
-            self.session.start(self.session.make_backend(BackendOptions(
-                threads=int(options.threads),
-                allow_spinning=options.allow_spinning and self.policy != "efficiency")))
+            self.session.start(self.session.make_backend(
+                backend_options(options, self.policy, int(options.threads))))
         # said once, at the first predict: why this int8 model runs slowly here, and the way out
         self._unfused_note = bool(getattr(self.session.backend, "unfused", False))
 
@@ -234,7 +235,7 @@ class Model:
             # cold for it; tools/benchmarks/bench_runtime.py --only overhead), so what the fast
             # path reads is one tuple, stored as one on every Session.swap; onnxruntime's C
             # run is called directly; only one call in SAMPLE_STRIDE is timed while calls
-            # are fast (edgekit/stats.py).
+            # are fast (edgekit/runtime/stats.py).
             # NaN/inf would be quantized silently: a small input is summed as Python floats
             # (see SUM_CHECK_MAX), a larger one by one BLAS dot product (inf or NaN sums to
             # non-finite; a finite overflow, |x| above ~1e19, is re-checked element by
@@ -292,8 +293,8 @@ class Model:
             if self._monitor is None:
                 meter = self._meter  # measured watts: the power_limit state
                 self._monitor = PowerMonitor(
-                    self.options.power_root, thresholds_for(self.spec),
-                    self.options.monitor_interval_s,
+                    self.options.power.power_root, thresholds_for(self.spec),
+                    self.options.power.monitor_interval_s,
                     watts=meter.watts_now if meter is not None else None).start()
             return self._monitor
 
@@ -312,7 +313,7 @@ class Model:
             if self._closed:
                 raise ModelClosedError("submit() after close(): the model is closed (expected "
                                        "an open model; load it again)")
-            o = self.options
+            o = self.options.batch
             monitor = self.power_monitor() if o.power_aware else None
             with self._lock:
                 if self._batcher is None:
@@ -328,7 +329,7 @@ class Model:
     def stats(self) -> dict[str, Any]:
         """Latency percentiles, throughput, batch sizes, threads, power state, energy.
 
-        Counters (``edgekit.stats.COUNTERS``): ``executions``/``samples`` in the recent
+        Counters (``edgekit.runtime.stats.COUNTERS``): ``executions``/``samples`` in the recent
         window the percentiles describe, ``total_executions``/``total_samples`` since load,
         ``timed_executions`` the runs whose latency was measured. ``energy_source``: the
         power sensor that measured ``energy_j_per_sample`` (``power_sensor`` its details), or
@@ -337,14 +338,14 @@ class Model:
         return model_stats(StatsParts(
             runtime=self.runtime, policy=self.policy, threads=self.threads,
             recorder=self.session.recorder, profile=self.spec.target.profile,
-            power_root=self.options.power_root, thresholds=thresholds_for(self.spec),
+            power_root=self.options.power.power_root, thresholds=thresholds_for(self.spec),
             monitor=self._monitor, batcher=self._batcher, tuner=self._tuner,
             pending=self._skip, drift=self._drift, meter=self._meter))
 
     def drift_warnings(self) -> list[str]:
         """The drift watch's warnings now: each input channel whose share of values outside
         the calibrated range (int8 clips them), or output whose share at the int8 limits,
-        exceeds the build's by more than ``drift_threshold`` (``edgekit/drift.py``)."""
+        exceeds the build's by more than ``drift_threshold`` (``edgekit/numerics/drift.py``)."""
         return self._drift.warnings() if self._drift is not None else []
 
     @property
@@ -359,7 +360,7 @@ class Model:
         ``resize`` ("none", "stretch", "center-crop") and ``color`` ("gray", "rgb", "bgr":
         what the image is converted to) override the manifest's preprocessing, e.g.
         ``resize="center-crop"`` for photos of another size than the model's input."""
-        from edgekit.preprocess import check_channels, default_spec, preprocess_image
+        from edgekit.runtime.preprocess import check_channels, default_spec, preprocess_image
 
         spec = dict(self.spec.inputs[0].preprocess or default_spec(
             self.inputs[0].shape, self.inputs[0].layout or "NCHW"))
@@ -389,7 +390,7 @@ class Model:
         return self.predict(self._frame_feed(frame))
 
     def _pixel_spec(self) -> dict[str, Any]:
-        from edgekit.preprocess import check_spec, default_spec
+        from edgekit.runtime.preprocess import check_spec, default_spec
 
         spec = self._pixels
         if spec is None:
@@ -400,7 +401,7 @@ class Model:
     def _frame_feed(self, frame: np.ndarray) -> np.ndarray:
         """A uint8 frame as the float input: normalized as the manifest says, in NHWC when
         the backend takes NHWC (no transpose), else in the manifest's layout."""
-        from edgekit.preprocess import normalize
+        from edgekit.runtime.preprocess import normalize
 
         frame = frame[0] if frame.ndim == 4 and frame.shape[0] == 1 else frame
         if frame.ndim not in (2, 3):
@@ -444,26 +445,23 @@ class Model:
                 f"in=({ins}) out=({outs})>")
 
 
-def load(path: str | os.PathLike[str], backend: str | None = None, threads: int | str = 0,
-         *, policy: str = "balanced", allow_spinning: bool = True, power_root: str = "/",
-         tuner: TunerOptions | dict[str, Any] | None = None, monitor_interval_s: float = 2.0,
-         max_batch: int = 8, max_wait_ms: float | None = None, queue_size: int = 1024,
-         power_aware: bool = True, allow_nonfinite: bool = False,
-         run_timeout_s: float | None = None, drift_threshold: float = 0.01,
-         power_sensor: str = "auto", exact_int8: bool = True,
-         trusted_keys: Iterable[KeySpec] | KeySpec | None = None,
-         pin: Pin | None = None) -> Model:
-    """Load and verify a ``.edgekit`` artifact (the options: ``edgekit.RuntimeOptions``).
+def load(path: str | os.PathLike[str], options: RuntimeOptions | None = None, *,
+         backend: str | None = None, trusted_keys: Iterable[KeySpec] | KeySpec | None = None,
+         pin: Pin | None = None, **overrides: Any) -> Model:
+    """Load and verify a ``.edgekit`` artifact; the options are ``options``
+    (``edgekit.RuntimeOptions``) with the keyword ``overrides`` (its flat keywords, shown in
+    this function's signature) replaced.
 
     ``backend`` forces a runtime (``onnxruntime``, ``litert``, ``tflite-runtime``); by
     default the first installed one in the target profile's order. ``threads`` is a fixed
     count (0 = runtime default) or ``"auto"`` (measured at load, re-tuned on power, load
     and latency changes; ``policy`` = ``"balanced"`` | ``"latency"`` | ``"efficiency"``;
     ``tuner``: ``TunerOptions`` or a dict of its fields). ``allow_spinning``: onnxruntime
-    spin-waits between ops (off for ``efficiency``). ``power_root``: where sysfs and proc
-    are. For ``submit``: ``max_batch``, ``max_wait_ms``, ``queue_size``, ``power_aware``,
-    ``run_timeout_s`` (bounds each backend run of the batcher, not the queue wait nor
-    ``predict``: a longer run fails its requests and replaces the session).
+    spin-waits between ops (off for ``efficiency``; ``False`` holds for every session the
+    tuner opens too). ``power_root``: where sysfs and proc are. For ``submit``:
+    ``max_batch``, ``max_wait_ms``, ``queue_size``, ``power_aware``, ``run_timeout_s``
+    (bounds each backend run of the batcher, not the queue wait nor ``predict``: a longer
+    run fails its requests and replaces the session).
     ``allow_nonfinite``: run NaN / inf inputs instead of raising ``InputError``.
     ``drift_threshold``: the drift watch warns when an input channel's share of clipped
     values (an output's at the int8 limits) exceeds the build's by more than this share.
@@ -475,20 +473,33 @@ def load(path: str | os.PathLike[str], backend: str | None = None, threads: int 
     the board's) instead of unfused (exact, about 4x slower; said once at the first predict).
     ``trusted_keys``: public key files, folders of ``*.pub`` files or ``PublicKey``
     objects; with those of ``$EDGEKIT_TRUSTED_KEYS`` and the device's trusted-key folders
-    (``edgekit.trust``) they are the keys trusted to sign artifacts. When any key is
+    (``edgekit.trust.keys``) they are the keys trusted to sign artifacts. When any key is
     configured, an unsigned artifact or one signed by another key is refused
     (``UntrustedArtifactError``); a signature that does not match is a ``SignatureError``.
-    ``pin``: the releases this device accepts (``edgekit.release.Pin``: target, oldest
+    ``pin``: the releases this device accepts (``edgekit.trust.release.Pin``: target, oldest
     version, oldest build time), merged over ``$EDGEKIT_PIN_TARGET``/``MIN_RELEASE``/``NOT_BEFORE``.
     """
-    options = RuntimeOptions.build(
-        threads=threads, tuner=tuner, policy=policy, allow_spinning=allow_spinning,
-        power_root=power_root, monitor_interval_s=monitor_interval_s, max_batch=max_batch,
-        max_wait_ms=max_wait_ms, queue_size=queue_size, power_aware=power_aware,
-        allow_nonfinite=allow_nonfinite, run_timeout_s=run_timeout_s,
-        drift_threshold=drift_threshold, power_sensor=power_sensor, exact_int8=exact_int8)
-    from edgekit.release import pin_from
-    from edgekit.trust import discover_trusted_keys
+    if options is not None and not isinstance(options, RuntimeOptions):
+        raise UserError(f"options must be an edgekit.RuntimeOptions (the keyword options go "
+                        f"by name: load(path, threads=2)); got {type(options).__name__}")
+    options = (options or RuntimeOptions()).with_keywords(**overrides)
+    from edgekit.trust.keys import discover_trusted_keys
+    from edgekit.trust.release import pin_from
 
     return Model(read_artifact(path, discover_trusted_keys(trusted_keys), pin_from(pin)),
                  backend=backend, options=options)
+
+
+def _shown_signature() -> inspect.Signature:
+    """``load``'s signature as ``inspect`` and ``help`` show it: every flat keyword of
+    ``RuntimeOptions`` with its default, written once (in the dataclasses), not again here."""
+    shown = inspect.signature(load)
+    params = [p for p in shown.parameters.values()
+              if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    keyword_at = next(i for i, p in enumerate(params) if p.name == "trusted_keys")
+    flat = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+            for name, default in RuntimeOptions.keywords().items()]
+    return shown.replace(parameters=params[:keyword_at] + flat + params[keyword_at:])
+
+
+load.__signature__ = _shown_signature()  # type: ignore[attr-defined]

@@ -33,9 +33,9 @@ from edgekit.converters.bundle.wheels import (
 )
 from edgekit.converters.emulation.recipe import recipe_for
 
-from edgekit.artifact import read_artifact
+from edgekit.artifact.archive import read_artifact
 from edgekit.errors import UserError
-from edgekit.signing import read_signature
+from edgekit.trust.signing import read_signature
 
 Progress = Callable[[str], None]
 EXAMPLE = Path("examples") / "raspberrypi"

@@ -79,7 +79,7 @@ def val_report(artifact: str, profile: object, cpu: str, val_path: str, metric: 
     from edgekit.converters.emulation.accuracy import host_outputs, load_val, scores_on_target
     from edgekit.converters.metrics import choose_default, get_metric
 
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
 
     spec = read_artifact(artifact).spec
     feeds, labels = load_val(val_path, [i.name for i in spec.inputs], limit)

@@ -20,7 +20,7 @@ def command(artifact: str, output: str | None) -> None:
     budget search's accuracy/latency front."""
     from edgekit.converters.report.html import write_report
 
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
     from edgekit.tempfiles import check_writable
 
     target = Path(output) if output else Path(artifact).with_suffix(".report.html")

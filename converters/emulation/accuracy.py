@@ -72,7 +72,7 @@ def load_val(path: str | os.PathLike[str], input_names: list[str], limit: int
 def host_outputs(path: str | os.PathLike[str], feeds: dict[str, np.ndarray]
                  ) -> dict[str, tuple[str, list[np.ndarray]]]:
     """``{format: (runtime, outputs in manifest order)}`` on this host's runtimes."""
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
     from edgekit.backends import backends_for
     from edgekit.model import Model
 
@@ -100,7 +100,7 @@ def scores_on_target(path: str | os.PathLike[str], profile: Any, feeds: dict[str
                      progress: Progress = _quiet, timeout: float = 3600.0
                      ) -> tuple[list[TargetScore], dict[str, Any]]:
     """The metric per format, host and emulated target side by side; and the guest's report."""
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
 
     names = [o.name for o in read_artifact(path).spec.outputs]
     host = host_outputs(path, feeds)

@@ -12,7 +12,7 @@ import os
 import numpy as np
 from edgekit.targets import Profile
 
-from edgekit.artifact import Artifact, encode_test_vectors, read_artifact, write_artifact
+from edgekit.artifact.archive import Artifact, encode_test_vectors, read_artifact, write_artifact
 from edgekit.errors import TargetError, UserError
 
 from .batch import OutputsJob, emulate_batch

@@ -5,7 +5,7 @@ Commands (each prints one ``EDGEKIT-EMULATE-RESULT <json>`` line on stdout):
 
 * ``probe``: what the guest sees: machine, /proc/cpuinfo's CPU lines, the HWCAP bits QEMU
   derives from ``-cpu`` (what runtimes really dispatch on), installed runtime versions.
-* ``verify ARTIFACT [--runs N]``: ``edgekit.verify.verify_artifact`` on every model format
+* ``verify ARTIFACT [--runs N]``: ``edgekit.ops.verify.verify_artifact`` on every model format
   whose runtime is installed, then N timed batch-1 runs per format.
 * ``outputs ARTIFACT INPUTS.npz OUT.npz``: every installed format's outputs on the inputs
   (one sample at a time, as a device serves them), saved as ``<format>/<output>`` arrays;
@@ -90,7 +90,7 @@ def probe() -> dict[str, Any]:
 
 def timed_runs(path: str, formats: list[tuple[str, str]], runs: int) -> dict[str, list[float]]:
     """Milliseconds per batch-1 inference on the first test vector, per format."""
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
     from edgekit.model import Model
 
     artifact = read_artifact(path)
@@ -112,7 +112,7 @@ def timed_runs(path: str, formats: list[tuple[str, str]], runs: int) -> dict[str
 
 def verify(path: str, runs: int) -> dict[str, Any]:
     from edgekit.errors import EdgekitError
-    from edgekit.verify import verify_artifact
+    from edgekit.ops.verify import verify_artifact
 
     result = probe()
     try:
@@ -130,7 +130,7 @@ def verify(path: str, runs: int) -> dict[str, Any]:
 def outputs(path: str, inputs_path: str, out_path: str) -> dict[str, Any]:
     import numpy as np
 
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
     from edgekit.backends import backends_for
     from edgekit.model import Model
 

@@ -36,7 +36,7 @@ def load_model(source: Any) -> Any:
     if not path.is_file():
         raise ModelFormatError(f"{path}: no such model file (expected an .onnx or .edgekit file)")
     if path.suffix == ".edgekit":
-        from edgekit.artifact import read_artifact
+        from edgekit.artifact.archive import read_artifact
 
         artifact = read_artifact(path)
         entries = [m for m in artifact.manifest.get("models", []) if m.get("format") == "onnx"]

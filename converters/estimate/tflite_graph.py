@@ -73,7 +73,7 @@ def tflite_bytes(source: Any) -> bytes | None:
         return path.read_bytes()
     if path.suffix != ".edgekit" or not path.is_file():
         return None
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
 
     artifact = read_artifact(path)
     models = list(artifact.spec.models)

@@ -101,7 +101,7 @@ def resolve_source(source: str, base: Path) -> str:
 def cached(cell: Cell) -> CellResult | None:
     """The cell's artifact when it exists, passes its hash checks and carries the cell's
     content key (the same key builds the same bytes); None: build it."""
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
 
     if not cell.output.is_file():
         return None

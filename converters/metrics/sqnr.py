@@ -7,7 +7,7 @@ output and slice; as the build metric it is the fallback when no task can be inf
 
 from __future__ import annotations
 
-from edgekit.sqnr import CAP_DB, sqnr_db
+from edgekit.numerics.sqnr import CAP_DB, sqnr_db
 
 from .base import Labels, MetricResult, Outputs, check_pair
 

@@ -48,7 +48,7 @@ import math
 
 import numpy as np
 
-from edgekit.manifest import OutputTolerance
+from edgekit.artifact.manifest import OutputTolerance
 
 from .slices import channel_groups, slice_axis
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgekit.artifact import sha256_file
+from edgekit.artifact.archive import sha256_file
 from edgekit.errors import ExportError
 
 TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".jit", ".torchscript")

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.sqnr import sqnr_from_sums
+from edgekit.numerics.sqnr import sqnr_from_sums
 
 from ..context import Dataset
 from ..runner import session

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from edgekit.svgplot import ticks  # shared with the device's soak plot
+from edgekit.ops.svgplot import ticks  # shared with the device's soak plot
 
 WIDTH, HEIGHT = 760, 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 16, 56

@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.sqnr import CAP_DB
-from edgekit.sqnr import sqnr_db as _sqnr_db
-from edgekit.sqnr import sqnr_from_sums as _sqnr_from_sums
+from edgekit.numerics.sqnr import CAP_DB
+from edgekit.numerics.sqnr import sqnr_db as _sqnr_db
+from edgekit.numerics.sqnr import sqnr_from_sums as _sqnr_from_sums
 
 from ..context import Dataset
 from ..runner import run_dataset, session
@@ -79,7 +79,7 @@ class Sensitivity:
 
 
 def sqnr_db(reference: list[np.ndarray], got: list[np.ndarray]) -> float:
-    """SQNR over every output together (``edgekit.sqnr``'s definition and cap)."""
+    """SQNR over every output together (``edgekit.numerics.sqnr``'s definition and cap)."""
     return _sqnr_db(np.concatenate([r.ravel() for r in reference]),
                     np.concatenate([np.asarray(g).ravel() for g in got]))
 

@@ -71,7 +71,7 @@ def slower_layers(path: Path, profile: Any) -> dict[str, list[str]]:
 
 def time_ratio(ctx: BuildContext, base: Path, other: Path) -> tuple[float, str]:
     """(time of ``other`` / time of ``base``, where the figures come from)."""
-    from edgekit.cpu import exact_int8_needs_unfused
+    from edgekit.device.cpu import exact_int8_needs_unfused
 
     from ..host_speed import paired
     from ..runner import session

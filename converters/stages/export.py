@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgekit.artifact import sha256_file
+from edgekit.artifact.archive import sha256_file
 from edgekit.errors import ExportError, ModelFormatError
 
 from ..context import BuildContext

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from edgekit.artifact import sha256_file
+from edgekit.artifact.archive import sha256_file
 from edgekit.errors import ModelFormatError, UnsupportedModelError
 
 from ..context import BuildContext

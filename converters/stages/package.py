@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 import edgekit
-from edgekit.artifact import TEST_VECTORS, encode_test_vectors, sha256_bytes, write_artifact
+from edgekit.artifact.archive import TEST_VECTORS, encode_test_vectors, sha256_bytes, write_artifact
 from edgekit.backends import BackendOptions, TensorSpec, backends_for
-from edgekit.clip_counts import calibration_record
 from edgekit.errors import InternalError
+from edgekit.numerics.clip_counts import calibration_record
 
 from ..builder import builder
 from ..context import BuildContext
@@ -33,7 +33,7 @@ def onnx_entry(ctx: BuildContext) -> None:
     """Add the int8 ONNX model to the artifact's models."""
     data = ctx.quant_path.read_bytes()
     ctx.model_bytes["model.onnx"] = data
-    # reduce_range: 7-bit weights, which fused x86 kernels without VNNI run exactly (edgekit/cpu.py)
+    # reduce_range: 7-bit weights, which fused x86 kernels without VNNI run exactly (edgekit/device/cpu.py)
     ctx.models.append({"format": "onnx", "path": "model.onnx", "runtime": "onnxruntime",
                        "bytes": len(data), "sha256": sha256_bytes(data),
                        "reduce_range": bool(ctx.quantization.get("reduce_range", False))})
@@ -131,7 +131,7 @@ def vector_tolerances(ctx: BuildContext, vectors: dict[str, np.ndarray],
 
 def calibration_entries(ctx: BuildContext, vectors: dict[str, np.ndarray]
                         ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The I/O entries with their ``calibration`` record (``edgekit/drift.py``): the range
+    """The I/O entries with their ``calibration`` record (``edgekit/numerics/drift.py``): the range
     each int8 grid holds, and the share of the validation inputs outside it (per channel)
     and of the test-vector outputs at its limits: the drift watch's baseline on the device."""
     inputs = []

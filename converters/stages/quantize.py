@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import edgekit.cpu
+import edgekit.device.cpu
 
 from ..context import BuildContext
 from ..pipeline import Stage, StageConfig
@@ -111,10 +111,10 @@ class Quantize(Stage):
             "WeightSymmetric": True,  # int8 weights, zero point 0: what integer kernels expect
             "ActivationSymmetric": ctx.activation_type == "int8",
         }
-        # x86 without VNNI saturates 8-bit weights in onnxruntime's fused kernels (edgekit/cpu.py):
+        # x86 without VNNI saturates 8-bit weights in onnxruntime's fused kernels (edgekit/device/cpu.py):
         # a model that will run on this very CPU gets 7-bit weights, as onnxruntime's docs advise.
-        # Read through the module: one place (edgekit.cpu) answers for every CPU decision.
-        reduce_range = runs_here(ctx) and edgekit.cpu.u8s8_saturates()
+        # Read through the module: one place (edgekit.device.cpu) answers for every CPU decision.
+        reduce_range = runs_here(ctx) and edgekit.device.cpu.u8s8_saturates()
         wide: dict[str, list[str]] = {}
         corrections: dict[str, dict[str, Any]] = {}
         rounded: dict[str, dict[str, Any]] = {}

@@ -196,7 +196,7 @@ class Validate(Stage):
     @staticmethod
     def _host_speed(ctx: BuildContext) -> None:
         """For a build for this machine: int8 vs float speed as the backend will run it."""
-        from edgekit.cpu import exact_int8_needs_unfused
+        from edgekit.device.cpu import exact_int8_needs_unfused
 
         from ..host_speed import measure
         from .quantize import runs_here

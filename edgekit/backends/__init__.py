@@ -6,8 +6,14 @@ Imported lazily (by dotted path) so that ``import edgekit`` loads no runtime.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from edgekit.backends.base import Backend, BackendOptions, TensorSpec
+from edgekit.errors import RuntimeUnavailableError
+
+if TYPE_CHECKING:
+    from edgekit.artifact.archive import Artifact
+    from edgekit.artifact.manifest import ModelEntry
 
 # format -> backends able to run it, preferred first
 REGISTRY: dict[str, list[str]] = {
@@ -45,4 +51,37 @@ def by_name(name: str) -> type[Backend]:
     return every[name]
 
 
-__all__ = ["REGISTRY", "Backend", "BackendOptions", "TensorSpec", "backends_for", "by_name"]
+def choose_model(artifact: Artifact, backend: str | None = None
+                 ) -> tuple[ModelEntry, type[Backend]]:
+    """Pick the model entry and backend class: the one whose runtime is installed, in the
+    order of the target profile's preferred formats."""
+    spec = artifact.spec
+    entries = {m.format: m for m in spec.models}
+    if backend is not None:
+        cls = by_name(backend)
+        if cls.format not in entries:
+            raise RuntimeUnavailableError(
+                f"backend {backend!r} runs {cls.format} models; the artifact holds "
+                f"{', '.join(entries)}"
+            )
+        if not cls.available():
+            raise RuntimeUnavailableError(
+                f"backend {backend!r} is not installed (pip install {cls.package})"
+            )
+        return entries[cls.format], cls
+    preferred = spec.target.profile.runtime.formats
+    order = [f for f in preferred if f in entries] + [f for f in entries if f not in preferred]
+    tried = []
+    for fmt in order:
+        for cls in backends_for(fmt):
+            if cls.available():
+                return entries[fmt], cls
+            tried.append(f"{cls.name} (pip install {cls.package})")
+    raise RuntimeUnavailableError(
+        f"no installed runtime can run this artifact (it holds {', '.join(order)}); "
+        f"install one of: {', '.join(tried) or 'nothing registered'}"
+    )
+
+
+__all__ = ["REGISTRY", "Backend", "BackendOptions", "TensorSpec", "backends_for", "by_name",
+           "choose_model"]

@@ -12,7 +12,7 @@ import numpy as np
 from edgekit.errors import ModelClosedError
 
 if TYPE_CHECKING:
-    from edgekit.drift import InputCounter
+    from edgekit.numerics.drift import InputCounter
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class TensorSpec:
 
 
 # BackendOptions.extra key: bytes one declared tensor may take (the session sets it from the
-# target's RAM, edgekit/memory_budget.py); a backend that can read its tensor table before
+# target's RAM, edgekit/artifact/memory_budget.py); a backend that can read its tensor table before
 # allocating checks it there
 MEMORY_ALLOWANCE = "memory_allowance"
 

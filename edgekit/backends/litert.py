@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from edgekit.backends.base import MEMORY_ALLOWANCE, Backend, BackendOptions, TensorSpec
+from edgekit.backends.native_log import quiet_native_info
 from edgekit.backends.tflite_io import InputPlan, dequantize, dequantize_table
 from edgekit.errors import ArtifactError, InputError, ResourceLimitError
-from edgekit.native_log import quiet_native_info
 
 if TYPE_CHECKING:
-    from edgekit.drift import InputCounter
+    from edgekit.numerics.drift import InputCounter
 
 NHWC = (0, 2, 3, 1)
 

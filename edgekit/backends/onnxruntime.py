@@ -7,7 +7,11 @@ from typing import Any
 import numpy as np
 
 from edgekit.backends.base import Backend, BackendOptions, TensorSpec
-from edgekit.cpu import ORT_DISABLED_OPTIMIZERS, UNFUSED_FOLD_WEIGHTS, exact_int8_needs_unfused
+from edgekit.device.cpu import (
+    ORT_DISABLED_OPTIMIZERS,
+    UNFUSED_FOLD_WEIGHTS,
+    exact_int8_needs_unfused,
+)
 from edgekit.errors import ArtifactError
 
 
@@ -29,7 +33,7 @@ class OnnxRuntimeBackend(Backend):
 
         so = ort.SessionOptions()
         # QDQ graphs only become integer kernels after EXTENDED fusions; ALL adds layout ones.
-        # On x86 without VNNI those kernels saturate 8-bit weights (edgekit/cpu.py): there the
+        # On x86 without VNNI those kernels saturate 8-bit weights (edgekit/device/cpu.py): there the
         # model runs unfused, exact and slower, unless it was built for this CPU (7-bit weights)
         # or the caller asks for speed (extra exact_int8=False).
         exact = options.extra.get("exact_int8")

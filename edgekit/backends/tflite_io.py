@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgekit.finite import all_finite, nonfinite_error
+from edgekit.numerics.finite import all_finite, nonfinite_error
 
 if TYPE_CHECKING:
-    from edgekit.drift import InputCounter
+    from edgekit.numerics.drift import InputCounter
 
 NHWC = (0, 2, 3, 1)
 MAX_PLANES = 4  # gray, RGB, RGBA: one plane copy each; more channels: one strided copy
@@ -62,7 +62,7 @@ class InputPlan:
     name: str = ""
     # a NaN or inf in a quantized input raises InputError (the write finds them anyway)
     refuse_nonfinite: bool = False
-    # the drift watch's counter (edgekit/drift.py): the min/max below already tell whether
+    # the drift watch's counter (edgekit/numerics/drift.py): the min/max below already tell whether
     # anything clips, so an input in range costs it one add
     watch: InputCounter | None = field(default=None, repr=False)
     _buffer: np.ndarray | None = field(default=None, repr=False)

@@ -15,13 +15,13 @@ from typing import Any
 import click
 import numpy as np
 
-from edgekit.commands.params import BATCH_SIZES, FAST_INT8, SECONDS, THREADS_OR_AUTO, cap_threads
+from edgekit.commands.params import BATCH_SIZES, FAST_INT8, SECONDS, THREADS_OR_AUTO
 from edgekit.errors import UserError
 
 
 def bench_feeds(model: Any, batch: int) -> dict[str, np.ndarray]:
     """``batch`` rows of the artifact's test vectors (tiled), else seeded random data."""
-    from edgekit.probe import probe_feeds
+    from edgekit.adapt.probe import probe_feeds
 
     vectors: dict[str, np.ndarray] = {}
     if model.spec.test_vectors:
@@ -40,7 +40,7 @@ def bench_one(path: str, threads: int | str, batch: int, duration: float, runs: 
               **load_options: Any) -> dict[str, Any]:
     """Load, warm up, time ``predict`` calls; one row of the bench table."""
     import edgekit
-    from edgekit.stats import PowerModel, peak_rss_mb, percentiles_ms, reset_peak_rss
+    from edgekit.runtime.stats import PowerModel, peak_rss_mb, percentiles_ms, reset_peak_rss
 
     reset_peak_rss()
     t0 = time.perf_counter()
@@ -84,9 +84,9 @@ def bench_one(path: str, threads: int | str, batch: int, duration: float, runs: 
 
 
 def check_batch_memory(spec: Any, batch: int) -> None:
-    """A batch whose float inputs fit half the target's RAM (``edgekit/memory_budget.py``),
+    """A batch whose float inputs fit half the target's RAM (``edgekit/artifact/memory_budget.py``),
     else a ``UserError`` before anything is allocated (--batch 100000000 ran out of memory)."""
-    from edgekit.memory_budget import allowance
+    from edgekit.artifact.memory_budget import allowance
 
     limit = allowance(spec.target.profile)
     row = sum(4 * math.prod(d if isinstance(d, int) and d > 0 else 1 for d in entry.shape[1:])
@@ -171,8 +171,8 @@ def command(artifact: str, threads: list[int | str], batches: list[int], duratio
     """Benchmark ARTIFACT: per thread count and batch size, latency percentiles of
     Model.predict, throughput, peak memory and the profile's energy estimate. With --soak:
     the board's numbers as it heats (per-interval table, an SVG plot, the settled p95)."""
-    from edgekit.artifact import read_artifact
-    from edgekit.stats import usable_cpus
+    from edgekit.artifact.archive import read_artifact
+    from edgekit.runtime.stats import usable_cpus
 
     if soak is not None:
         from edgekit.commands.soak_run import soak_command
@@ -187,7 +187,7 @@ def command(artifact: str, threads: list[int | str], batches: list[int], duratio
             raise UserError(f"this model has a fixed batch of {fixed}; --batch must be "
                             f"{fixed}, got {b}")
         check_batch_memory(spec, b)
-    threads = list(dict.fromkeys(cap_threads(t) for t in threads))
+    threads = list(dict.fromkeys(threads))  # capped counts may repeat
     rows = []
     for runtime in [backend] if backend else runtimes_for(spec):
         for t in threads:

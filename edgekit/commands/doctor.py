@@ -32,9 +32,9 @@ def report(root: str, target: str, sensor: str = "auto") -> dict[str, Any]:
     import numpy as np
 
     from edgekit import __version__
-    from edgekit.power import Thresholds, read_power
-    from edgekit.power_sensors import find_sensors
-    from edgekit.stats import usable_cpus
+    from edgekit.device.power import Thresholds, read_power
+    from edgekit.device.power_sensors import find_sensors
+    from edgekit.runtime.stats import usable_cpus
     from edgekit.targets import load_profile
 
     profile = load_profile(target)
@@ -56,7 +56,7 @@ def report(root: str, target: str, sensor: str = "auto") -> dict[str, Any]:
                        "low_battery_pct": thresholds.low_battery_pct,
                        "supply_w": thresholds.supply_w},
         "root": root, "power": reading.as_dict(), "hints": hints(reading),
-        # the board power sensors found (edgekit/power_sensors.py), the one used first
+        # the board power sensors found (edgekit/device/power_sensors.py), the one used first
         "power_sensors": [{"source": s.source, "kind": s.kind, "name": s.name,
                            "method": s.method, "watts": s.read_watts()} for s in meters],
     }

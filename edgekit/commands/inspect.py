@@ -18,11 +18,11 @@ def command(artifact: str, as_json: bool, layers: bool) -> None:
 
     A file whose members fail their hash check is shown anyway, marked HASH MISMATCH and
     unverified, and the command exits 2 (as loading it would fail)."""
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
     from edgekit.errors import ArtifactError
-    from edgekit.inspect import layers_table, manifest_table, unverified_manifest
-    from edgekit.trust import discover_trusted_keys
-    from edgekit.verify import describe_signature
+    from edgekit.ops.inspect import layers_table, manifest_table, unverified_manifest
+    from edgekit.ops.verify import describe_signature
+    from edgekit.trust.keys import discover_trusted_keys
 
     try:
         loaded = read_artifact(artifact)  # shown even when not trusted here: inspect runs nothing
@@ -35,7 +35,7 @@ def command(artifact: str, as_json: bool, layers: bool) -> None:
         banner = f"!!! HASH MISMATCH: {exc}\n!!! the manifest below is UNVERIFIED; do not deploy"
         try:
             if layers:
-                from edgekit.manifest import Manifest
+                from edgekit.artifact.manifest import Manifest
 
                 shown = Manifest.from_dict(manifest).layers
                 text = (json.dumps([la.to_dict() for la in shown], indent=2) if as_json

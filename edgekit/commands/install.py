@@ -22,7 +22,7 @@ def command(artifact: Path, root: str, name: str | None, service: str | None,
     """Copy ARTIFACT beside the current one, run its test vectors here (and check its
     signature when trusted keys are configured), then switch ROOT/NAME/current to it
     atomically and restart the service. On any failure the current one stays (exit 1 for a failed check, 2 for bad input)."""
-    from edgekit.deploy import default_name, install
+    from edgekit.ops.deploy import default_name, install
     from edgekit.tempfiles import check_writable
 
     check_writable(Path(root).expanduser(), "--root", folder=True)

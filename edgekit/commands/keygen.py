@@ -13,8 +13,8 @@ import click
 def command(private_key: str, public_key: str | None, force: bool) -> None:
     """Write a new Ed25519 key pair: PRIVATE_KEY (mode 0600; keep it on the build host) and
     its public key (copy it to the devices' trusted-key folder or $EDGEKIT_TRUSTED_KEYS)."""
-    from edgekit.signing import generate_key_pair
     from edgekit.tempfiles import check_writable
+    from edgekit.trust.signing import generate_key_pair
 
     check_writable(private_key, "private key")
     check_writable(public_key or f"{private_key}.pub", "public key (--public)")

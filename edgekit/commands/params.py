@@ -109,42 +109,53 @@ class FiniteFloat(click.ParamType):
         return number
 
 
-def cap_threads(value: int | str, option: str = "--threads") -> int | str:
-    """A thread count capped at this machine's usable CPUs, saying so on stderr (more
-    threads than cores only slow a model down, and a runtime given 100,000 crashes)."""
-    from edgekit.stats import usable_cpus
-
-    cpus = usable_cpus()
-    if isinstance(value, int) and value > cpus:
-        click.echo(f"{option} {value}: this machine has {cpus} usable CPU(s); using {cpus}",
-                   err=True)
-        return cpus
-    return value
-
-
 class ThreadCount(click.ParamType):
-    """``--threads``: a count >= 0 in ASCII digits (0 = the runtime's default) or 'auto'."""
+    """Every ``--threads`` goes through this type (alone, or as the item of a ``CommaList``):
+    a count >= ``minimum`` in ASCII digits (0 = the runtime's default), or 'auto' where the
+    option takes it. With ``cap`` (a device command: the threads run here), a count above
+    this machine's usable CPUs becomes that many, said on stderr: more threads than cores
+    only slow a model down, and a runtime given 100,000 crashes. Without it (``estimate``:
+    the target's threads) the count stays as given."""
 
     name = "threads"
 
+    def __init__(self, minimum: int = 0, auto: bool = True, cap: bool = False) -> None:
+        self.minimum = minimum
+        self.auto = auto
+        self.cap = cap
+
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> int | str:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
         text = str(value).strip()
-        if text == "auto":
+        if self.auto and text == "auto":
             return text
-        if not (text.isascii() and text.isdigit() and len(text) <= 6):
-            self.fail(f"{_option_name(param)} expects a count >= 0 (0 = the runtime's "
-                      f"default) or 'auto', got {str(value)[:40]!r}", param, ctx)
-        return int(text)
+        is_int = isinstance(value, int) and not isinstance(value, bool)
+        if not (is_int or text.isascii() and text.isdigit() and len(text) <= 6) or int(
+                text) < self.minimum:
+            default = " (0 = the runtime's default)" if self.minimum == 0 else ""
+            auto = " or 'auto'" if self.auto else ""
+            self.fail(f"{_option_name(param)} expects a count >= {self.minimum}{default}"
+                      f"{auto}, got {str(value)[:40]!r}", param, ctx)
+        return self._capped(int(text), _option_name(param)) if self.cap else int(text)
+
+    @staticmethod
+    def _capped(count: int, option: str) -> int:
+        from edgekit.runtime.stats import usable_cpus
+
+        cpus = usable_cpus()
+        if count > cpus:
+            click.echo(f"{option} {count}: this machine has {cpus} usable CPU(s); using {cpus}",
+                       err=True)
+            return cpus
+        return count
 
 
-THREAD_COUNT = ThreadCount()
+# ``run``: one count or 'auto'; ``bench``: several; ``estimate`` (host): the target's counts
+THREAD_COUNT = ThreadCount(cap=True)
+THREADS_OR_AUTO = CommaList(ThreadCount(minimum=1, cap=True), "counts >= 1 and/or 'auto'",
+                            "1,2,4,auto")
+THREAD_COUNTS = CommaList(ThreadCount(minimum=1, auto=False), "counts >= 1", "1,4")
 SECONDS = FiniteFloat()
-THREAD_COUNTS = CommaList(click.IntRange(1), "counts >= 1", "1,4")
-THREADS_OR_AUTO = CommaList(click.IntRange(1), "counts >= 1 and/or 'auto'", "1,2,4,auto",
-                            keywords=("auto",))
 BATCH_SIZES = CommaList(click.IntRange(1), "sizes >= 1", "1,4")
 FLOATS = CommaList(click.FLOAT, "numbers", "0.485,0.456,0.406")
 NAMES = CommaList(click.STRING, "names", "image,mask")

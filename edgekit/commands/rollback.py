@@ -16,7 +16,7 @@ from edgekit.commands.install import DEFAULT_ROOT
 @click.option("--service", help="systemd unit to restart [default: edgekit-NAME].")
 def command(name: str, root: str, service: str | None) -> None:
     """Make ROOT/NAME/previous current again (atomic switch) and restart the service."""
-    from edgekit.deploy import rollback
+    from edgekit.ops.deploy import rollback
     from edgekit.tempfiles import check_writable
 
     slot = Path(root).expanduser() / name

@@ -11,7 +11,7 @@ from typing import Any
 import click
 import numpy as np
 
-from edgekit.commands.params import FAST_INT8, THREAD_COUNT, cap_threads
+from edgekit.commands.params import FAST_INT8, THREAD_COUNT
 
 
 def is_classifier(model: Any) -> bool:
@@ -62,8 +62,8 @@ def command(artifact: str, images: tuple[str, ...], k: int, threads: int | str,
     classifier. Warns on stderr when the images drift outside the calibrated range."""
     import edgekit
     from edgekit.errors import UserError
-    from edgekit.inspect import artifact_labels
-    from edgekit.preprocess import list_images
+    from edgekit.ops.inspect import artifact_labels
+    from edgekit.runtime.preprocess import list_images
 
     for image in images:  # a FIFO or a device would hang the image reader: refuse up front
         if not os.path.isdir(image) and not stat.S_ISREG(os.stat(image).st_mode):
@@ -71,7 +71,7 @@ def command(artifact: str, images: tuple[str, ...], k: int, threads: int | str,
                             "special file (FIFO, device or socket)")
     results = []
     with edgekit.load(artifact, backend=backend, exact_int8=not fast_int8,
-                      threads=cap_threads(threads), drift_threshold=drift_threshold) as model:
+                      threads=threads, drift_threshold=drift_threshold) as model:
         classifier = is_classifier(model)
         labels = artifact_labels(model.manifest)
         files = [path for image in images

@@ -18,9 +18,9 @@ def command(artifact: str, key: str, output: str | None, release_version: int | 
     """Sign ARTIFACT: its members are verified against their hashes first, then the
     manifest (which hashes every member, names the target, and gets a release section with
     the release number and the signing time) is signed; an old signature is replaced."""
-    from edgekit.artifact import read_artifact, write_artifact
-    from edgekit.signing import load_private_key
+    from edgekit.artifact.archive import read_artifact, write_artifact
     from edgekit.tempfiles import check_writable
+    from edgekit.trust.signing import load_private_key
 
     check_writable(output or artifact, "signed artifact (-o)")
     private = load_private_key(key)  # a bad key fails before anything is read or written

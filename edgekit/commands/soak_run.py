@@ -1,4 +1,4 @@
-"""``edgekit bench --soak SECONDS``: load, warm up, soak (``edgekit/soak.py``), print the
+"""``edgekit bench --soak SECONDS``: load, warm up, soak (``edgekit/ops/soak.py``), print the
 per-interval table as it goes, the summary, and write the SVG plot."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def soak_command(artifact: str, threads: int | str, batch: int, seconds: float,
     """``bench_feeds``: the bench's inputs for a model and batch (``commands/bench.py``,
     handed over: that module imports this one)."""
     import edgekit
-    from edgekit.soak import HEADER, line, plot, run_soak, summarize, summary_lines
+    from edgekit.ops.soak import HEADER, line, plot, run_soak, summarize, summary_lines
     from edgekit.tempfiles import atomic_write_text
 
     plot_path = plot_path or default_plot(artifact)

@@ -22,8 +22,8 @@ def command(artifact: str, backend: str | None, trusted_keys: tuple[str, ...],
     quantization steps, max, worst-slice SQNR) against the recorded tolerance. Exits 2 when
     the artifact holds no model for --backend; a failed check exits 1."""
     from edgekit.errors import VerificationError
-    from edgekit.release import Pin
-    from edgekit.verify import verify_artifact
+    from edgekit.ops.verify import verify_artifact
+    from edgekit.trust.release import Pin
 
     report = verify_artifact(artifact, backend=backend, trusted_keys=list(trusted_keys),
                              pin=Pin(target=pin_target, min_version=min_release))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import edgekit
-from edgekit.artifact import read_artifact
+from edgekit.artifact.archive import read_artifact
 
 from ..conftest import DIGITS_ONNX
 
@@ -77,7 +77,7 @@ def test_method_auto_keeps_the_closest_candidate(tmp_path, saturates, monkeypatc
 
     from ..conftest import DIGITS_NPZ
 
-    monkeypatch.setattr("edgekit.cpu.u8s8_saturates", lambda: saturates)
+    monkeypatch.setattr("edgekit.device.cpu.u8s8_saturates", lambda: saturates)
     result = build(str(DIGITS_ONNX), target="host", calib=str(DIGITS_NPZ),
                    output=tmp_path / "auto.edgekit", method="auto", formats=["onnx"],
                    calib_samples=64, quiet=True)
@@ -94,7 +94,7 @@ def test_method_auto_keeps_the_closest_candidate(tmp_path, saturates, monkeypatc
 def test_source_model_is_never_modified(tmp_path):
     from edgekit.converters import build
 
-    from edgekit.artifact import sha256_file
+    from edgekit.artifact.archive import sha256_file
 
     from ..conftest import DIGITS_NPZ
 
@@ -131,6 +131,6 @@ def test_image_folder_calibration_with_labels(tmp_path, digits_data):
     assert m["validation"]["accuracy_int8"] >= 0.9
     model = edgekit.load(result.path)
     probe = tmp_path / "imgs" / str(y[0]) / "0.png"
-    from edgekit.preprocess import preprocess_image
+    from edgekit.runtime.preprocess import preprocess_image
 
     assert model.predict(preprocess_image(probe, m["inputs"][0]["preprocess"])).argmax() == y[0]

@@ -13,8 +13,8 @@ import pytest
 from edgekit.converters import build
 from edgekit.converters.context import BUILD_TEMP
 
-from edgekit.artifact import read_artifact, write_artifact
-from edgekit.signing import generate_key_pair, load_public_key
+from edgekit.artifact.archive import read_artifact, write_artifact
+from edgekit.trust.signing import generate_key_pair, load_public_key
 from tools.fixtures import artifact_cases as cases
 
 

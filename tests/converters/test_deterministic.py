@@ -12,7 +12,7 @@ from edgekit.converters import BuildConfig, build
 from edgekit.converters.content_key import content_key
 from edgekit.targets import load_profile
 
-from edgekit.artifact import read_artifact
+from edgekit.artifact.archive import read_artifact
 from tools.fixtures.artifact_cases import tiny_onnx
 
 OPTIONS = {"target": "rpi4", "calib_samples": 32, "val_samples": 16, "test_vectors": 2,

@@ -239,7 +239,7 @@ def test_calibration_chains_run_as_int8_kernels() -> None:
 
 
 def test_build_records_the_estimate(digits_artifact: Path) -> None:
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
 
     section = read_artifact(digits_artifact).manifest["estimate"]
     assert section["target"] == "rpi4" and section["threads"] == [1, 4]

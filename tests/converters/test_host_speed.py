@@ -7,7 +7,7 @@ from pathlib import Path
 
 from edgekit.converters.host_speed import summary_line
 
-from edgekit.artifact import read_artifact
+from edgekit.artifact.archive import read_artifact
 
 
 def test_host_build_records_int8_and_float_speed(digits_onnx_artifact: Path) -> None:

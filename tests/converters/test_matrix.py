@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from edgekit.converters.matrix import Cell, load_spec, run_cell
 
-from edgekit.artifact import read_artifact
+from edgekit.artifact.archive import read_artifact
 from edgekit.cli import main
 from tools.fixtures.artifact_cases import tiny_onnx
 

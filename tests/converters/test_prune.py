@@ -15,7 +15,7 @@ from edgekit.converters.pruning import (
 from edgekit.converters.pruning.sparsity import MIN_ELEMENTS
 
 import edgekit
-from edgekit.artifact import read_artifact
+from edgekit.artifact.archive import read_artifact
 from edgekit.cli import main
 
 from ..conftest import DIGITS_NPZ, DIGITS_ONNX

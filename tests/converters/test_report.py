@@ -23,7 +23,7 @@ from edgekit.converters.report.svg import BOTTOM, HEIGHT, TOP
 from edgekit.converters.report.why import USER, wide_reasons
 from onnx import TensorProto, helper, numpy_helper
 
-from edgekit.artifact import read_artifact
+from edgekit.artifact.archive import read_artifact
 from edgekit.cli import cli
 
 from ..conftest import DIGITS_NPZ, DIGITS_ONNX

@@ -11,7 +11,7 @@ from edgekit.converters import build
 from edgekit.converters.runner import compare
 
 import edgekit
-from edgekit.artifact import read_artifact
+from edgekit.artifact.archive import read_artifact
 
 from ..conftest import DIGITS_NPZ, DIGITS_ONNX
 

@@ -16,7 +16,7 @@ import torch
 from edgekit.converters import build
 
 import edgekit
-from edgekit.artifact import read_artifact, sha256_file
+from edgekit.artifact.archive import read_artifact, sha256_file
 from edgekit.cli import main as cli_main
 from edgekit.errors import ExportError
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgekit.artifact import write_artifact
+from edgekit.artifact.archive import write_artifact
 from tools.studies.resource_bombs import huge_activation_tflite
 
 from .runtime_models import _onnx_model, minimal_manifest

@@ -1,7 +1,7 @@
 """Small real ONNX models packed as ``.edgekit`` artifacts, for the runtime tests.
 
 Random weights (fixed seed): these tests check batching, tuning and power logic, not accuracy.
-The manifests follow ``edgekit/artifact.py``'s schema with the real rpi4 (or host) profile.
+The manifests follow ``edgekit/artifact/archive.py``'s schema with the real rpi4 (or host) profile.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from edgekit.targets import load_profile
 
-from edgekit.artifact import TEST_VECTORS, encode_test_vectors, write_artifact
+from edgekit.artifact.archive import TEST_VECTORS, encode_test_vectors, write_artifact
 
 
 def _onnx_model(nodes: list, inputs: list, outputs: list, inits: list) -> bytes:
@@ -122,7 +122,7 @@ def write_model_artifact(path: str | Path, model: bytes, input_shape: list, clas
                          target: str = "rpi4", preprocess: dict | None = None,
                          vectors: np.ndarray | None = None, labels: list[str] | None = None
                          ) -> Path:
-    """Pack a float ONNX model with a hand-written manifest (schema of edgekit/artifact.py)."""
+    """Pack a float ONNX model with a hand-written manifest (schema of edgekit/artifact/archive.py)."""
     batch = input_shape[0]
     inp = {"name": "x", "shape": list(input_shape), "dtype": "float32",
            "layout": "NCHW" if len(input_shape) == 4 else ""}

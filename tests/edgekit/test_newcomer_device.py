@@ -70,7 +70,7 @@ def test_stats_counters_add_up(digits_artifact: Path) -> None:
     assert stats["executions"] == 5 and stats["total_executions"] == 5
     assert stats["samples"] == 5 and stats["total_samples"] == 5
     assert 1 <= stats["timed_executions"] <= 5
-    from edgekit.stats import COUNTERS
+    from edgekit.runtime.stats import COUNTERS
 
     assert set(COUNTERS) <= set(stats)
 
@@ -87,9 +87,9 @@ def _tampered(src: Path, dst: Path) -> Path:
 
 
 def test_inspect_shows_labels(tmp_path: Path, digits_artifact: Path) -> None:
-    from edgekit.inspect import manifest_table
+    from edgekit.ops.inspect import manifest_table
 
-    manifest = edgekit.artifact.read_artifact(digits_artifact).manifest
+    manifest = edgekit.artifact.archive.read_artifact(digits_artifact).manifest
     manifest["labels"] = ["zero", "one"]
     assert "labels                 2 classes: 0=zero, 1=one" in manifest_table(manifest)
 

@@ -19,7 +19,7 @@ from .classify_env import ARTIFACT, PI4, board_root, put
 
 
 def test_board_detection(tmp_path: Path) -> None:
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
 
     manifest = read_artifact(ARTIFACT).manifest
     pi4 = detect_board(str(board_root(tmp_path / "pi4")))
@@ -87,7 +87,7 @@ def test_numpy_preprocessing_matches_pillow_on_the_samples(tmp_path: Path) -> No
     emulated run relies on it), also from colour frames converted to gray."""
     from PIL import Image
 
-    from edgekit.preprocess import check_spec, preprocess_image
+    from edgekit.runtime.preprocess import check_spec, preprocess_image
 
     with edgekit.load(ARTIFACT, threads=1) as model:
         spec = input_spec(model)

@@ -26,7 +26,7 @@ from app.sources import Frame, ImageSource
 
 import edgekit
 from edgekit.backends import by_name
-from edgekit.power import NORMAL, THROTTLED
+from edgekit.device.power import NORMAL, THROTTLED
 from tests.conftest import DIGITS_ONNX, SAMPLES
 
 from .classify_env import (
@@ -61,7 +61,7 @@ def available_backends() -> list[str]:
 def test_committed_artifact_is_current() -> None:
     """Built from the committed model for rpi4, with every format the profile prefers, so
     both `pip install edgekit-sdk[litert]` and `[onnx]` can run it on the Pi."""
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
 
     artifact = read_artifact(ARTIFACT)
     manifest = artifact.manifest

@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tools")]  # tools.* packages, and the zoo as ``zoo``
 
 import edgekit  # noqa: E402
-from edgekit.artifact import write_artifact  # noqa: E402
+from edgekit.artifact.archive import write_artifact  # noqa: E402
 from edgekit.errors import BatcherDeadError, InputError  # noqa: E402
 
 FEATURES = 8

@@ -65,7 +65,7 @@ def bench(label: str, onnx_path: Path, calib: str, x: np.ndarray, rounds: int,
           out_dir: Path) -> dict[str, float]:
     from edgekit.converters import build
 
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
 
     start = time.perf_counter()
     result = build(str(onnx_path), target="rpi4", calib=calib, output=out_dir / f"{label}.edgekit",

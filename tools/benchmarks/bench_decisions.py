@@ -55,7 +55,7 @@ def build(name: str, out: Path, extra: list[str]) -> dict[str, Any]:
     row: dict[str, Any] = {"model": name, "exit": done.returncode, "seconds": time.perf_counter() - began,
                            "command": " ".join(["edgekit", *command[3:]])}
     if done.returncode == 0:
-        from edgekit.artifact import read_artifact
+        from edgekit.artifact.archive import read_artifact
 
         row["manifest"] = read_artifact(out).manifest
     else:

@@ -1,4 +1,4 @@
-"""The drift watch's cost (edgekit/drift.py), side by side in one process, as ratios.
+"""The drift watch's cost (edgekit/numerics/drift.py), side by side in one process, as ratios.
 
     python tools/benchmarks/bench_drift.py [--vision A.edgekit] [--rounds N] [--threads 1]
 

@@ -5,7 +5,7 @@ onnxruntime session: 1 thread, interleaved blocks, thread CPU time medians.
     python tools/benchmarks/bench_exact_int8.py ART.edgekit [--float model.onnx] [--input x.npz]
 
 On a CPU with VNNI (this VM's EPYC reports avx512_vnni) edgekit would run the model fused;
-the unfused row is then forced as a no-VNNI CPU gets it (``edgekit.cpu.u8s8_saturates``).
+the unfused row is then forced as a no-VNNI CPU gets it (``edgekit.device.cpu.u8s8_saturates``).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ def main() -> None:
     parser.add_argument("--input", help=".npz whose first array's first sample is the input")
     parser.add_argument("--rounds", type=int, default=12)
     args = parser.parse_args()
-    import edgekit.cpu
+    import edgekit.device.cpu
 
-    edgekit.cpu.u8s8_saturates = lambda: True  # type: ignore[assignment]  # a no-VNNI x86 CPU
+    edgekit.device.cpu.u8s8_saturates = lambda: True  # type: ignore[assignment]  # a no-VNNI x86 CPU
     import onnxruntime as ort
 
     import edgekit

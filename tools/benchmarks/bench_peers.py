@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from edgekit.converters import build
 
-    from edgekit.cpu import exact_int8_needs_unfused
+    from edgekit.device.cpu import exact_int8_needs_unfused
 
     rounds = 8 if args.quick else 20
     threads = [int(t) for t in args.threads.split(",")]

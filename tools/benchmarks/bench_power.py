@@ -31,8 +31,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from edgekit import sensors, sysfs  # noqa: E402
-from edgekit.power import read_power  # noqa: E402
+from edgekit.device import sensors, sysfs  # noqa: E402
+from edgekit.device.power import read_power  # noqa: E402
 
 
 def hostile_tree(root: Path, zones: int) -> Path:

@@ -1,14 +1,14 @@
 """``predict``'s cost around the runtime call, this tree against an older checkout (issue 12:
 "the session indirection must not cost the hot path"), interleaved in one run.
 
-    git worktree add --detach /tmp/edgekit-pre-session 03d5484   # before edgekit/session.py
+    git worktree add --detach /tmp/edgekit-pre-session 03d5484   # before edgekit/runtime/session.py
     python tools/benchmarks/bench_predict_vs_old.py --old /tmp/edgekit-pre-session [--rounds 6]
 
 Each tree runs in its own subprocess (one ``edgekit`` per process), the trees alternating
 round by round; each subprocess times ``Model.predict`` against onnxruntime's C run of the
 same feed (its ``_sess.run``) in paired blocks, at 1 thread in thread CPU time. Printed per
 tree: the median bare call, the median extra microseconds of ``predict`` and the overhead.
-A tree older than ``edgekit/cpu.py`` builds its session fused; it is run unfused here (as
+A tree older than ``edgekit/device/cpu.py`` builds its session fused; it is run unfused here (as
 this tree runs it on x86 without VNNI), so both trees time the same onnxruntime graph.
 The digits int8 artifact is built with this tree unless ``--small`` names one.
 """
@@ -32,7 +32,7 @@ def worker(tree: str, artifact: str, threads: int, unfuse: bool) -> None:
     sys.path.insert(0, tree)
     import onnxruntime as ort
 
-    if unfuse:  # what edgekit/cpu.py's exact_int8 session does, for a tree without it
+    if unfuse:  # what edgekit/device/cpu.py's exact_int8 session does, for a tree without it
         base = ort.InferenceSession
 
         class Unfused(base):  # type: ignore[misc,valid-type]

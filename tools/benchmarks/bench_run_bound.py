@@ -1,5 +1,5 @@
 """What bounding every batcher run costs (issue 36.7): submit throughput with the default run
-bound (each batch through ``edgekit/timed_run.py``'s helper thread) against the same batcher
+bound (each batch through ``edgekit/device/timed_run.py``'s helper thread) against the same batcher
 unbounded (``run_timeout_s=None``, the old default), in alternating paired blocks.
 
     python tools/benchmarks/bench_run_bound.py [--requests 4000] [--blocks 6] [--submitters 4]
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import edgekit  # noqa: E402
-from edgekit.batcher import Batcher  # noqa: E402
+from edgekit.batching.batcher import Batcher  # noqa: E402
 
 DIGITS = REPO / "examples" / "raspberrypi" / "digits.rpi4.edgekit"
 

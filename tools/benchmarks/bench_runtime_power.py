@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tools")]  # tools.* packages, and the zoo as ``zoo``
 
 import edgekit  # noqa: E402
-from edgekit.stats import PowerModel, per_row_seconds  # noqa: E402
+from edgekit.runtime.stats import PowerModel, per_row_seconds  # noqa: E402
 from tools.benchmarks.common import one_input  # noqa: E402
 
 

@@ -51,7 +51,7 @@ def engines(src: Path, artifact_path: Path, threads: int) -> tuple[dict, dict, f
     import onnx
     from edgekit.converters.tflite import convert
 
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
     from edgekit.backends import BackendOptions, TensorSpec
     from edgekit.backends.litert import LiteRTBackend
     from edgekit.backends.onnxruntime import OnnxRuntimeBackend
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-round", type=int, default=3)
     parser.add_argument("--threads", default="1,2")
     args = parser.parse_args(argv)
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
 
     with tempfile.TemporaryDirectory(prefix="bench-tflite-") as tmp:
         start = time.perf_counter()

@@ -68,7 +68,7 @@ class Row:
 
 def backend_for(artifact_path: Path, threads: int):
     """The shipped int8 model on edgekit's own backend (LiteRT or onnxruntime)."""
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
     from edgekit.backends import BackendOptions, TensorSpec
 
     artifact = read_artifact(artifact_path)

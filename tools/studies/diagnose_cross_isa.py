@@ -2,7 +2,7 @@
 
 Every QuantizeLinear output (the uint8/int8 activations the QDQ graph hands from layer to
 layer) becomes a graph output; the host runs the graph unfused (exact int8: this AMD CPU's
-fused U8S8 kernels saturate, ``edgekit/cpu.py``), the emulated CPU runs it at each
+fused U8S8 kernels saturate, ``edgekit/device/cpu.py``), the emulated CPU runs it at each
 onnxruntime optimization level. Fusing keeps the QuantizeLinear outputs as the fused
 QLinear* ops' outputs, so each level is compared tensor by tensor in steps, in graph order::
 
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     from edgekit.converters.emulation import prepare, run_python
     from edgekit.targets import load_profile
 
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
 
     artifact = read_artifact(args.artifact)
     member = next(m["path"] for m in artifact.manifest["models"] if m["format"] == "onnx")

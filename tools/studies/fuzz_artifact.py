@@ -50,8 +50,8 @@ def outcome(path: str) -> tuple[str, str]:
     runtime of its formats (every field any of them reads, every model run)."""
     import edgekit
     from edgekit.errors import EdgekitError
-    from edgekit.inspect import manifest_table
-    from edgekit.verify import verify_artifact
+    from edgekit.ops.inspect import manifest_table
+    from edgekit.ops.verify import verify_artifact
 
     model = None
     try:

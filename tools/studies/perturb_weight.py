@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from edgekit.artifact import Artifact
+    from edgekit.artifact.archive import Artifact
 
 WEIGHTED_TFLITE = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV"}
 WEIGHTED_ONNX = {"Conv", "ConvTranspose", "Gemm", "MatMul"}
@@ -94,7 +94,7 @@ def perturb_onnx(blob: bytes, layer: int = -1, rank: int = 0) -> tuple[bytes, st
 
 
 def _write(artifact: Artifact, dst: str | Path, members: dict[str, bytes]) -> None:
-    from edgekit.artifact import sha256_bytes, write_artifact
+    from edgekit.artifact.archive import sha256_bytes, write_artifact
 
     manifest = {k: v for k, v in artifact.manifest.items() if k != "files"}
     for model in manifest["models"]:  # the entries' own hashes follow the new bytes
@@ -105,7 +105,7 @@ def _write(artifact: Artifact, dst: str | Path, members: dict[str, bytes]) -> No
 
 def _host_sees(dst: str | Path, fmt: str) -> bool:
     from edgekit.backends import backends_for
-    from edgekit.verify import verify_artifact
+    from edgekit.ops.verify import verify_artifact
 
     usable = [c for c in backends_for(fmt) if c.format == fmt and c.available()]
     if not usable:
@@ -137,7 +137,7 @@ def _first_visible(artifact: Artifact, dst: str | Path, members: dict[str, bytes
 def perturb_artifact(src: str | Path, dst: str | Path, fmt: str | None = None) -> list[str]:
     """Write ``dst``: ``src`` with one weight flipped in each model (or in ``fmt`` only), the
     first candidate whose change the host's verify sees; ``ValueError`` if none does."""
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
 
     artifact = read_artifact(src)
     members = {n: artifact.read(n) for n in artifact.members if n != "manifest.json"}

@@ -5,7 +5,7 @@
 
 ``--emulate rpi4``: the soak runs inside ``qemu-aarch64 -cpu cortex-a72`` in the sysroot
 ``edgekit emulate`` builds (this checkout's device package; no click there, so through
-``edgekit.soak`` directly), and the emulator's CPU time heats the tree.
+``edgekit.ops.soak`` directly), and the emulator's CPU time heats the tree.
 
 The tree is ``tests/edgekit/fake_sysfs.pi4_tree`` (the files a Pi 4 exposes, in the
 kernel's formats); a ``Heater`` thread turns this process's CPU time into degrees (from 70 C,
@@ -13,7 +13,7 @@ kernel's formats); a ``Heater`` thread turns this process's CPU time into degree
 80 C soft limit sets the firmware's throttle bits (0x60006: frequency capped and throttled,
 now and since boot) and drops ``scaling_cur_freq`` to 1000 MHz, as a Pi 4 in a case does.
 The host's CPU does not slow down: the latency columns are the host's, the board columns
-the fake tree's. The soak tests (``tests/edgekit/test_soak.py``) heat the same way.
+the fake tree's. The soak tests (``tests/edgekit/ops/test_soak.py``) heat the same way.
 """
 
 from __future__ import annotations
@@ -121,12 +121,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # The guest's sysroot has no click (the device runtime needs none): the soak runs through
-# edgekit.soak directly, as the command would.
+# edgekit.ops.soak directly, as the command would.
 GUEST = """
 import sys, edgekit
 from pathlib import Path
-from edgekit.probe import probe_feeds
-from edgekit.soak import HEADER, line, plot, run_soak, summarize, summary_lines
+from edgekit.adapt.probe import probe_feeds
+from edgekit.ops.soak import HEADER, line, plot, run_soak, summarize, summary_lines
 art, seconds, interval, root, svg, backend, threads = sys.argv[1:8]
 model = edgekit.load(art, backend=backend or None, threads=int(threads), power_root=root)
 x = next(iter(probe_feeds(model.inputs, model.artifact.test_vectors()).values()))

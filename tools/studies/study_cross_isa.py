@@ -22,7 +22,7 @@ profiles have the same runtime section; rpi5 has its own build, for its fp16 run
 emulated interpreter per target runs all the outputs and verifications
 (``converters.emulation.emulate_batch``): QEMU start-up and runtime imports are paid 3 times,
 not 3 per artifact.
-The host's ONNX runs unfused where its int8 kernels saturate (edgekit/cpu.py), as verify does.
+The host's ONNX runs unfused where its int8 kernels saturate (edgekit/device/cpu.py), as verify does.
 Rows for models that did not build or run say why. Set EDGEKIT_SYSROOT_CACHE to reuse a sysroot.
 """
 
@@ -118,7 +118,7 @@ def artifact_inputs(name: str, path: Path, inputs: dict[str, np.ndarray]
                     ) -> dict[str, np.ndarray]:
     """``inputs`` under the artifact's own input names (a build from the nn.Module names them
     after ``forward``'s arguments), in order, frozen scalars (``--const``) left out."""
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
 
     if not inputs or name == DIGITS:
         return inputs
@@ -130,7 +130,7 @@ def artifact_inputs(name: str, path: Path, inputs: dict[str, np.ndarray]
 
 def host_outputs(path: Path, inputs: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
     """The same loop as the guest's ``outputs`` command, on this host's runtimes."""
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
     from edgekit.backends import backends_for
     from edgekit.model import Model
 
@@ -149,7 +149,7 @@ def host_outputs(path: Path, inputs: dict[str, np.ndarray]) -> dict[str, dict[st
 
 
 def output_names(path: Path) -> list[str]:
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
 
     return [o["name"] for o in read_artifact(path).manifest["outputs"]]
 
@@ -157,7 +157,7 @@ def output_names(path: Path) -> list[str]:
 def output_steps(path: Path) -> dict[str, dict[str, float]]:
     """Quantization step of each output, per format (a model's own output grid first; a
     float output computed from int8 layers: its recorded ``float_step``)."""
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
 
     artifact = read_artifact(path)
     manifest, vectors = artifact.manifest, artifact.spec.test_vectors
@@ -237,7 +237,7 @@ def flip(artifact: Path, flipped: Path) -> str:
 def compare(built: Built, target: str, emu: dict[str, dict[str, np.ndarray]] | str,
             checks: dict[str, str]) -> list[Row]:
     """Rows for one model on one emulated CPU, one per format."""
-    from edgekit.verify import step_distribution
+    from edgekit.ops.verify import step_distribution
 
     cpu = CPUS[target]
     if isinstance(emu, str):

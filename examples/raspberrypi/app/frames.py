@@ -1,7 +1,7 @@
 """Frames to model inputs, exactly as the model was calibrated.
 
 With Pillow installed (``pip install pillow``; on the host the build already has it), every
-frame goes through ``edgekit.preprocess.preprocess_image`` with the manifest's input spec:
+frame goes through ``edgekit.runtime.preprocess.preprocess_image`` with the manifest's input spec:
 the same function that prepared the calibration images and that ``Model.predict_image``
 uses. Without Pillow (a minimal ``pip install edgekit-sdk[litert]`` venv), image files are read
 with the standard library (PNG, PGM, PPM) and preprocessed with numpy; for frames already
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from edgekit.errors import CalibrationError
-from edgekit.preprocess import check_spec, default_spec, normalize, preprocess_image
+from edgekit.runtime.preprocess import check_spec, default_spec, normalize, preprocess_image
 
 try:
     from PIL import Image

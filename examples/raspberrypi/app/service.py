@@ -24,8 +24,7 @@ from typing import IO, Any
 import numpy as np
 
 from app.frames import Preprocessor
-from edgekit.errors import UserError
-from edgekit.power import (
+from edgekit.device.power import (
     HOT,
     LOW_BATTERY,
     NORMAL,
@@ -34,6 +33,7 @@ from edgekit.power import (
     THROTTLED,
     UNKNOWN,
 )
+from edgekit.errors import UserError
 
 log = logging.getLogger("classify")
 

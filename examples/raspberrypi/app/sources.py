@@ -19,7 +19,7 @@ import numpy as np
 
 from app.frames import HAVE_PILLOW, STDLIB_SUFFIXES
 from edgekit.errors import UserError
-from edgekit.preprocess import IMAGE_SUFFIXES
+from edgekit.runtime.preprocess import IMAGE_SUFFIXES
 
 KINDS = ("auto", "picamera2", "v4l2", "images")
 

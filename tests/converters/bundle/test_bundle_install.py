@@ -22,7 +22,7 @@ from edgekit.converters.emulation import CpuSpec, Sysroot
 from edgekit.converters.emulation.runner import cpu_view, qemu_binary
 from edgekit.targets import load_profile
 
-from edgekit.deploy import link_target
+from edgekit.ops.deploy import link_target
 from tests.conftest import DIGITS_NPZ
 from tests.converters.emulation.conftest import sysroot  # noqa: F401  (fixture)
 from tests.converters.emulation.test_emulate import tamper

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from edgekit.artifact import read_artifact
+from edgekit.artifact.archive import read_artifact
 from edgekit.cli import main
 from edgekit.errors import CalibrationError, UserError
 

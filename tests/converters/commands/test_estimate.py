@@ -27,7 +27,7 @@ def test_estimate_command_on_onnx_and_on_a_built_artifact(tmp_path: Path) -> Non
         assert label in result.output
     assert f"{params / 1e3:.2f} k" in result.output
 
-    from edgekit.artifact import write_artifact
+    from edgekit.artifact.archive import write_artifact
 
     artifact = tmp_path / "digits.edgekit"
     profile = load_profile("rpi4")  # the least manifest a device accepts (Manifest.from_dict)

@@ -72,7 +72,7 @@ def test_manifest_names_the_builders_version_and_commit(digits_onnx_artifact):
     import re
 
     from edgekit import __version__
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
 
     m = read_artifact(digits_onnx_artifact).manifest
     assert m["edgekit_version"] == m["builder"]["version"] == __version__ != "0.1.0"
@@ -96,7 +96,7 @@ def test_two_error_figures_say_what_they_compare(digits_onnx_artifact):
     runtime against the stored int8 outputs (0 steps when reproduced): each names its pair."""
     from edgekit.converters.summary import max_error_text
 
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
 
     text = max_error_text(read_artifact(digits_onnx_artifact).manifest)
     assert text.startswith("int8 vs float max|err| ") and "int8 steps of" in text
@@ -107,7 +107,7 @@ def test_two_error_figures_say_what_they_compare(digits_onnx_artifact):
 def test_ram_figure_is_one_unit_in_build_inspect_and_estimate(digits_artifact):
     import re
 
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
 
     ram = read_artifact(digits_artifact).manifest["estimate"]["variants"]["int8"]["ram_bytes"]
     inspected = re.search(r"RAM \(load \+ run\)\s+([\d.]+) MB", edgekit("inspect", digits_artifact).stdout)

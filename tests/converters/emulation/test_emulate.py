@@ -9,7 +9,7 @@ import pytest
 from edgekit.converters.emulation import TIMING_LABEL, emulate
 from edgekit.targets import load_profile
 
-from edgekit.artifact import encode_test_vectors, read_artifact, write_artifact
+from edgekit.artifact.archive import encode_test_vectors, read_artifact, write_artifact
 from edgekit.backends import backends_for
 from edgekit.cli import main
 

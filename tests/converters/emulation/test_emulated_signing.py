@@ -12,15 +12,15 @@ import pytest
 from edgekit.converters.emulation import CpuSpec, run_python
 from edgekit.targets import load_profile
 
-from edgekit.artifact import MANIFEST, write_artifact
-from edgekit.signing import generate_key_pair, load_public_key, verify_manifest
+from edgekit.artifact.archive import MANIFEST, write_artifact
+from edgekit.trust.signing import generate_key_pair, load_public_key, verify_manifest
 from tools.fixtures import artifact_cases as cases
 
 GUEST = """
 import json, sys
 import edgekit
 from edgekit.errors import EdgekitError
-from edgekit.signing import generate_key_pair, sign_manifest
+from edgekit.trust.signing import generate_key_pair, sign_manifest
 signed, forged, public, folder = sys.argv[1:5]
 report = {}
 with edgekit.load(signed, threads=1, trusted_keys=[public]) as model:

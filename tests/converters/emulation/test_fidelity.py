@@ -11,7 +11,7 @@ import pytest
 from edgekit.converters.emulation import emulate, emulate_batch
 from edgekit.targets import load_profile
 
-from edgekit.artifact import read_artifact
+from edgekit.artifact.archive import read_artifact
 from edgekit.cli import main
 
 pytestmark = pytest.mark.emulated

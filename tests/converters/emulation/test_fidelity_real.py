@@ -45,7 +45,7 @@ def float_stem_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_real_model_with_a_float_layer_passes_on_the_a72_and_a_flipped_weight_fails(
         sysroot, float_stem_artifact: Path, tmp_path: Path) -> None:  # noqa: ANN001
-    from edgekit.artifact import read_artifact
+    from edgekit.artifact.archive import read_artifact
     from tools.studies.perturb_weight import perturb_artifact
 
     bounds = read_artifact(float_stem_artifact).manifest["test_vectors"]["outputs"]["logits"]

@@ -13,9 +13,9 @@ import pytest
 from edgekit.converters.emulation import emulate_batch
 from edgekit.targets import load_profile
 
-from edgekit.artifact import encode_test_vectors, read_artifact, write_artifact
+from edgekit.artifact.archive import encode_test_vectors, read_artifact, write_artifact
 from edgekit.cli import main
-from edgekit.verify import verify_artifact
+from edgekit.ops.verify import verify_artifact
 
 from ...conftest import DIGITS_NPZ, DIGITS_ONNX
 

@@ -10,9 +10,9 @@ from edgekit.converters.search.guard import Sensitivity, rungs_for
 from edgekit.targets import load_profile
 
 from edgekit import load
+from edgekit.artifact.manifest import Manifest
 from edgekit.errors import ArtifactError
-from edgekit.manifest import Manifest
-from edgekit.verify import verify_artifact
+from edgekit.ops.verify import verify_artifact
 
 from ...conftest import DIGITS_NPZ
 from ..sizing import outlier_digits

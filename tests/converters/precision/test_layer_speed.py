@@ -15,7 +15,7 @@ from edgekit.converters.search.layer_speed import slower_layers
 from edgekit.targets import PROFILE_DIR, load_profile
 from onnx import TensorProto, helper, numpy_helper
 
-from edgekit.verify import verify_artifact
+from edgekit.ops.verify import verify_artifact
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import onnx
 from edgekit.converters import build
 from onnx import TensorProto, helper, numpy_helper
 
-from edgekit.verify import verify_artifact
+from edgekit.ops.verify import verify_artifact
 
 
 def depthwise_net(path, channels: int = 8, layers: int = 6):

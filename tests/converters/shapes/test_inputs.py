@@ -9,7 +9,7 @@ from edgekit.converters import build
 
 import edgekit
 from edgekit.errors import CalibrationError, UserError
-from edgekit.verify import verify_artifact
+from edgekit.ops.verify import verify_artifact
 
 from .nets import export_vad, if_on_sample_rate
 

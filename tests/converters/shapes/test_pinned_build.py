@@ -12,7 +12,7 @@ from edgekit.converters.estimate import estimate
 
 import edgekit
 from edgekit.errors import CalibrationError, InputError, UserError
-from edgekit.verify import verify_artifact
+from edgekit.ops.verify import verify_artifact
 
 from .nets import export_detector, export_static_detector, images
 

@@ -9,7 +9,7 @@ import onnx
 import pytest
 
 import edgekit
-from edgekit.artifact import read_artifact
+from edgekit.artifact.archive import read_artifact
 
 from . import nets
 from .helpers import parity, quantize

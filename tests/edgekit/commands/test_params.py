@@ -12,6 +12,7 @@ from edgekit.commands.params import (
     IMAGE_SIZE,
     NAMES,
     SHAPES,
+    THREAD_COUNT,
     THREAD_COUNTS,
     THREADS_OR_AUTO,
 )
@@ -58,3 +59,40 @@ def test_bad_values_are_usage_errors_naming_the_option(param_type: click.ParamTy
     result = CliRunner().invoke(echo_command(param_type), ["--value", text])
     assert result.exit_code == 2, result.output
     assert "--value expects" in result.output and shown in result.output, result.output
+
+
+def test_every_threads_option_goes_through_the_one_thread_type() -> None:
+    # edgekit run, bench (device: capped at this machine's CPUs) and estimate (host: the
+    # target's counts, not capped) read --threads with ThreadCount, alone or as list items
+    import importlib
+
+    from edgekit.commands import DEVICE_COMMANDS, HOST_COMMANDS
+    from edgekit.commands.params import CommaList, ThreadCount
+
+    seen = {}
+    for name, module in {**DEVICE_COMMANDS, **HOST_COMMANDS}.items():
+        for param in importlib.import_module(module).command.params:
+            if "--threads" in getattr(param, "opts", ()):
+                kind = param.type.item if isinstance(param.type, CommaList) else param.type
+                seen[name] = (type(kind), kind.cap)
+    assert seen == {"run": (ThreadCount, True), "bench": (ThreadCount, True),
+                    "estimate": (ThreadCount, False)}
+
+
+@pytest.mark.parametrize(("param_type", "text", "expected"), [
+    (THREAD_COUNT, "auto", "auto"),
+    (THREAD_COUNT, "0", 0),
+    (THREADS_OR_AUTO, "auto,1", ["auto", 1]),
+])
+def test_thread_counts_keep_their_forms(param_type: click.ParamType, text: str,
+                                        expected: object) -> None:
+    result = CliRunner().invoke(echo_command(param_type), ["--value", text])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == repr(expected)
+
+
+@pytest.mark.parametrize("text", ["-1", "two", "1e20", "1234567"])
+def test_a_bad_thread_count_names_the_option(text: str) -> None:
+    result = CliRunner().invoke(echo_command(THREAD_COUNT), ["--value", text])
+    assert result.exit_code == 2, result.output
+    assert "--value expects a count >= 0 (0 = the runtime's default) or 'auto'" in result.output
