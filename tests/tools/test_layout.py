@@ -33,13 +33,13 @@ def test_readme_is_a_short_manual_whose_quick_start_is_the_two_setup_commands():
 def test_tools_root_holds_only_setup_scripts():
     files = sorted(p.name for p in TOOLS.iterdir() if p.is_file())
     assert len(files) <= 8, files
-    assert all(name.endswith(".sh") or name in {"build_sysroot.py", "tools_moves.txt"}
+    assert all(name.endswith(".sh") or name == "build_sysroot.py"
                for name in files), files
     assert not list(TOOLS.glob("bench_*.py"))
 
 
 def test_the_move_map_names_files_that_are_where_it_says():
-    for line in (TOOLS / "tools_moves.txt").read_text().splitlines():
+    for line in (ROOT / "docs" / "moves" / "tools.txt").read_text().splitlines():
         old, new = line.split()
         assert (ROOT / new).exists(), new
         assert not (ROOT / old).exists(), old
