@@ -122,7 +122,7 @@ class ConvertTflite(Stage):
         from edgekit.backends import BackendOptions, TensorSpec
         from edgekit.backends.litert import LiteRTBackend
 
-        from ..runner import compare, run_dataset
+        from ..runner import compare, run_dataset, samples_first
 
         if not LiteRTBackend.available():
             ctx.warn("tflite: ai-edge-litert is not installed here; the .tflite is unchecked")
@@ -135,11 +135,10 @@ class ConvertTflite(Stage):
                                 [TensorSpec.from_manifest(o) for o in ctx.outputs],
                                 BackendOptions(threads=1), entry=entry)
         try:
-            if sample.axes:  # samples off axis 0 (a recurrent state): one at a time, as taken
-                rows = [backend.run(sample.feeds(i, i + 1)) for i in range(len(sample))]
-                got = [np.concatenate([r[j] for r in rows]) for j in range(len(rows[0]))]
-            else:
-                got = backend.run(sample.arrays)
+            # one sample at a time, as the model takes it, each output joined on its own batch
+            # axis and read samples first, as run_dataset gives ``want``
+            rows = [backend.run(sample.feeds(i, i + 1)) for i in range(len(sample))]
+            got = samples_first(rows, [int(o.get("batch_axis") or 0) for o in ctx.outputs])
         finally:
             backend.close()
         report: dict[str, Any] = {"checked": True, "samples": len(sample)}

@@ -27,6 +27,7 @@ from ..pipeline import Stage
 from ..qdq import snap_to_grid
 from ..report.layers import layer_records
 from ..report.why import wide_reasons
+from ..runner import joined
 
 
 def onnx_entry(ctx: BuildContext) -> None:
@@ -50,9 +51,15 @@ def expected_outputs(entry: dict[str, Any], data: bytes, inputs: list[TensorSpec
                 as_taken = all(tuple(feeds[i.name].shape) == tuple(i.shape) for i in inputs)
                 if fixed is None or as_taken:  # as_taken: one sample, in the model's layout
                     return backend.run(feeds)
-                rows = [backend.run({k: v[i:i + 1] for k, v in feeds.items()})
-                        for i in range(len(next(iter(feeds.values()))))]
-                return [np.concatenate([r[j] for r in rows]) for j in range(len(outputs))]
+                # one vector at a time on each input's batch axis; each output joined on its
+                # own (a CTC model's [T, N, C] logits, a recurrent state [L, N, H]), as the
+                # device's row-by-row run joins them (edgekit/session.py)
+                axes = {i.name: i.batch_axis for i in inputs}
+                first = inputs[0]
+                rows = [backend.run({k: np.take(v, [n], axis=axes.get(k, 0))
+                                     for k, v in feeds.items()})
+                        for n in range(feeds[first.name].shape[first.batch_axis])]
+                return joined(rows, [o.batch_axis for o in outputs])
             finally:
                 backend.close()
     raise InternalError(f"no installed backend for {entry['format']} to compute test vectors")
