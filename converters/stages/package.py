@@ -124,7 +124,10 @@ def vector_tolerances(ctx: BuildContext, vectors: dict[str, np.ndarray],
                 if name not in float_steps:
                     float_steps[name] = float_step(graph, name, feeds)
                 step = float_steps[name]
-            tol = output_tolerance(vectors[f"out/{entry['format']}/{name}"], step, layers,
+            # samples first, as verify reads them (a [T, N, C] output's slices are over C)
+            stored = np.moveaxis(vectors[f"out/{entry['format']}/{name}"],
+                                 int(spec.get("batch_axis") or 0), 0)
+            tol = output_tolerance(stored, step, layers,
                                    attention, head_gain(graph, name), transposed,
                                    moves.get(name)).to_dict()
             kept = bounds.get(name)
