@@ -118,6 +118,19 @@ def samples_first(runs: list[list[np.ndarray]], axes: list[int]) -> list[np.ndar
             for v, a in zip(joined(runs, axes), axes, strict=True)]
 
 
+def one_by_one(feeds: dict[str, np.ndarray], axes: dict[str, int] | None = None
+               ) -> list[dict[str, np.ndarray]]:
+    """``feeds`` as single-sample feeds, each input cut on its batch axis (``axes``; 0 when
+    not named: a recurrent state ``[L, N, H]`` is cut on 1): a model may fix its batch at 1."""
+    axes = axes or {}
+    first = next(iter(feeds))
+    count = feeds[first].shape[axes.get(first, 0)]
+    if count == 1:
+        return [feeds]
+    return [{k: np.take(v, [i], axis=axes.get(k, 0)) for k, v in feeds.items()}
+            for i in range(count)]
+
+
 def is_classifier(output: np.ndarray) -> bool:
     """Logits or probabilities: [N, classes] with more than one class."""
     return output.ndim == 2 and output.shape[1] > 1

@@ -173,21 +173,18 @@ def jittered(model: Any, seed: int = SEED) -> Any:
 
 
 def jitter_moves(model: Any, feeds: dict[str, np.ndarray], outputs: list[str],
-                 batched: bool = True) -> dict[str, np.ndarray]:
+                 axes: dict[str, int] | None = None) -> dict[str, np.ndarray]:
     """Per output, each element's largest |jittered - recorded| over ``DRAWS`` sign draws on
-    ``feeds`` (one sample at a time along axis 0, or as they are when not ``batched``:
-    inputs with samples on another axis), in the output's own units, all on the host's exact
-    int8 path."""
-    from ..runner import session
+    ``feeds`` (one sample at a time, on each input's batch axis: ``axes``), in the output's
+    own units, all on the host's exact int8 path."""
+    from ..runner import one_by_one, session
 
     draws = [m for m in (jittered(model, SEED + d) for d in range(DRAWS)) if m is not None]
     if not draws:
         return {}
     base = session(model.SerializeToString(), threads=1, exact_int8=True)
     names = [n for n in outputs if n in {o.name for o in base.get_outputs()}]
-    count = len(next(iter(feeds.values()))) if batched else 1
-    samples = [{k: v[i:i + 1] for k, v in feeds.items()} if count > 1 else feeds
-               for i in range(count)]
+    samples = one_by_one(feeds, axes)
     recorded = [base.run(names, sample) for sample in samples]
     found: dict[str, list[np.ndarray]] = {}
     for nudged in draws:

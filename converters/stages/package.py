@@ -75,8 +75,6 @@ def vector_count(ctx: BuildContext) -> int:
         int(np.prod(ctx.val.arrays[i["name"]].shape[1:])) * (1 if i.get("quantization") else 4)
         for i in ctx.inputs)
     budget = max(VECTOR_FLOOR, VECTOR_SHARE * sum(len(b) for b in ctx.model_bytes.values()))
-    if ctx.val.axes:  # an input keeps samples off axis 0: one vector, stored as the model takes it
-        return 1
     return max(1, min(ctx.config.test_vectors, len(ctx.val), int(budget // max(1, per_vector))))
 
 
@@ -112,8 +110,7 @@ def vector_tolerances(ctx: BuildContext, vectors: dict[str, np.ndarray],
     transposed = any(n.op_type == "ConvTranspose" for n in graph.graph.node)
     bounds: dict[str, Any] = {}
     float_steps: dict[str, float] = {}
-    moves = jitter_moves(graph, feeds, [spec["name"] for spec in ctx.outputs],
-                         batched=not ctx.val.axes)
+    moves = jitter_moves(graph, feeds, [spec["name"] for spec in ctx.outputs], ctx.val.axes)
     for spec in ctx.outputs:
         name = spec["name"]
         for entry in ctx.models:
@@ -122,7 +119,7 @@ def vector_tolerances(ctx: BuildContext, vectors: dict[str, np.ndarray],
             step = float(q.get("scale") or 0.0)
             if not step:  # a float output: one step at its int8 boundary, if it has one
                 if name not in float_steps:
-                    float_steps[name] = float_step(graph, name, feeds)
+                    float_steps[name] = float_step(graph, name, feeds, ctx.val.axes)
                 step = float_steps[name]
             # samples first, as verify reads them (a [T, N, C] output's slices are over C)
             stored = np.moveaxis(vectors[f"out/{entry['format']}/{name}"],
