@@ -140,6 +140,9 @@ class Dataset:
     source: str = ""
     synthetic: bool = False
     axes: dict[str, int] = field(default_factory=dict)  # input -> its model batch axis, if not 0
+    # output -> its batch axis, if not 0 (converters/output_axes.py measures it): the runner
+    # joins each output's runs on that axis and hands them back samples first
+    out_axes: dict[str, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(next(iter(self.arrays.values()))) if self.arrays else 0
@@ -147,7 +150,7 @@ class Dataset:
     def take(self, index: Any) -> Dataset:
         labels = None if self.labels is None else self.labels[index]
         return Dataset({k: v[index] for k, v in self.arrays.items()}, labels, self.source,
-                       self.synthetic, dict(self.axes))
+                       self.synthetic, dict(self.axes), dict(self.out_axes))
 
     def feeds(self, start: int, stop: int) -> dict[str, Any]:
         """Samples [start, stop) as model feeds: each array with its samples moved to the

@@ -58,7 +58,9 @@ def session(model: str | Path | bytes, threads: int = 0, exact_int8: bool = Fals
 
 def run_dataset(model: str | Path | bytes | Any, data: Dataset,
                 exact_int8: bool = False) -> list[np.ndarray]:
-    """Outputs for every sample, concatenated along the batch axis, in graph output order.
+    """Outputs for every sample in graph output order, samples first: each output's runs
+    joined on its own batch axis (``data.out_axes``: a recurrent state ``[L, N, H]`` on 1, a
+    CTC model's ``[T, N, C]`` logits on 1) and that axis moved to the front.
 
     A model given as a path or bytes is run once per content: the next call with the same
     model bytes, samples and ``exact_int8`` gets copies of the same outputs."""
@@ -85,7 +87,8 @@ def _model_digest(model: str | Path | bytes) -> str:
 
 def data_digest(data: Dataset) -> str:
     """The samples' identity by content: names, dtypes, shapes, bytes and batch axes."""
-    digest = hashlib.sha256(repr(sorted(data.axes.items())).encode())
+    digest = hashlib.sha256(repr((sorted(data.axes.items()),
+                                  sorted(data.out_axes.items()))).encode())
     for name in sorted(data.arrays):
         array = np.ascontiguousarray(data.arrays[name])
         digest.update(f"{name}|{array.dtype.str}|{array.shape}".encode())
@@ -100,7 +103,36 @@ def _run(sess: Any, data: Dataset) -> list[np.ndarray]:
     chunks: list[list[np.ndarray]] = []
     for start in range(0, len(data), batch):
         chunks.append(interruptible(sess.run, None, data.feeds(start, start + batch)))
-    return [np.concatenate([c[j] for c in chunks]) for j in range(len(chunks[0]))]
+    axes = [data.out_axes.get(o.name, 0) for o in sess.get_outputs()]
+    return samples_first(chunks, axes)
+
+
+def joined(runs: list[list[np.ndarray]], axes: list[int]) -> list[np.ndarray]:
+    """The outputs of several runs (each a list in output order) as one run would give them:
+    output ``j`` joined on its batch axis ``axes[j]``, in the model's own layout (what test
+    vectors store and the device's ``run_feeds`` returns)."""
+    return [np.concatenate([r[j] for r in runs], axis=axes[j]) if len(runs) > 1 else runs[0][j]
+            for j in range(len(runs[0]))]
+
+
+def samples_first(runs: list[list[np.ndarray]], axes: list[int]) -> list[np.ndarray]:
+    """``joined``, then each output's batch axis moved to the front: one row per sample,
+    as the build's metrics read them."""
+    return [np.ascontiguousarray(np.moveaxis(v, a, 0)) if a else v
+            for v, a in zip(joined(runs, axes), axes, strict=True)]
+
+
+def one_by_one(feeds: dict[str, np.ndarray], axes: dict[str, int] | None = None
+               ) -> list[dict[str, np.ndarray]]:
+    """``feeds`` as single-sample feeds, each input cut on its batch axis (``axes``; 0 when
+    not named: a recurrent state ``[L, N, H]`` is cut on 1): a model may fix its batch at 1."""
+    axes = axes or {}
+    first = next(iter(feeds))
+    count = feeds[first].shape[axes.get(first, 0)]
+    if count == 1:
+        return [feeds]
+    return [{k: np.take(v, [i], axis=axes.get(k, 0)) for k, v in feeds.items()}
+            for i in range(count)]
 
 
 def is_classifier(output: np.ndarray) -> bool:

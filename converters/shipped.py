@@ -98,7 +98,7 @@ def tflite_entry(ctx: BuildContext, model: Any, member: str = "model.tflite") ->
 
 def run_tflite(ctx: BuildContext, model: Any, data: Dataset) -> list[np.ndarray]:
     """The written .tflite on ``data`` through the LiteRT backend a device uses (it quantizes
-    the inputs and dequantizes the outputs with the model's own scales), samples joined on axis 0.
+    the inputs and dequantizes the outputs with the model's own scales), samples first.
     The last few runs are kept by content: the convert stage's parity check reuses the decision's."""
     import hashlib
 
@@ -117,13 +117,18 @@ def _run_tflite(ctx: BuildContext, model: Any, data: Dataset) -> list[np.ndarray
     from edgekit.backends import BackendOptions, TensorSpec
     from edgekit.backends.litert import LiteRTBackend
 
+    from .runner import samples_first
+
     backend = LiteRTBackend(model.data, [TensorSpec.from_manifest(i) for i in ctx.inputs],
                             [TensorSpec.from_manifest(o) for o in ctx.outputs],
                             BackendOptions(threads=THREADS), entry=tflite_entry(ctx, model))
     try:
-        if data.axes:  # samples off axis 0 (a recurrent state): one at a time, as taken
+        axes = [int(o.get("batch_axis") or 0) for o in ctx.outputs]
+        if data.axes or any(axes):  # samples off axis 0 (a recurrent state, [T, N, C] logits)
+            # one at a time, as the model takes them; each output joined on its own batch axis
+            # and read samples first, as run_dataset gives the ONNX outputs
             rows = [backend.run(data.feeds(i, i + 1)) for i in range(len(data))]
-            return [np.concatenate([r[j] for r in rows]) for j in range(len(rows[0]))]
+            return samples_first(rows, axes)
         return backend.run(data.arrays)
     finally:
         backend.close()

@@ -77,18 +77,24 @@ def host_outputs(path: str | os.PathLike[str], feeds: dict[str, np.ndarray]
     from edgekit.model import Model
 
     artifact = read_artifact(path)
-    count = len(next(iter(feeds.values())))
+    # as the guest runs them (guest.outputs): each input's rows on its batch axis, each
+    # output joined on its own
+    axes = {i.name: i.data.get("batch_axis", 0) for i in artifact.spec.inputs}
+    out_axes = [o.data.get("batch_axis", 0) for o in artifact.spec.outputs]
+    first = next(iter(feeds))
+    count = feeds[first].shape[axes.get(first, 0)]
     found = {}
     for entry in artifact.spec.models:
         usable = [c for c in backends_for(entry.format) if c.available()]
         if not usable:
             continue
         model = Model(artifact, backend=usable[0].name)
-        rows = [model.run_feeds(model.prepare_feeds({k: v[i:i + 1] for k, v in feeds.items()}))
-                for i in range(count)]
+        rows = [model.run_feeds(model.prepare_feeds(
+            {k: np.take(v, [i], axis=axes.get(k, 0)) for k, v in feeds.items()}))
+            for i in range(count)]
         model.close()
-        found[entry.format] = (usable[0].name, [np.concatenate([r[j] for r in rows])
-                                                for j in range(len(rows[0]))])
+        found[entry.format] = (usable[0].name, [np.concatenate([r[j] for r in rows], axis=a)
+                                                for j, a in enumerate(out_axes)])
     return found
 
 
@@ -102,7 +108,9 @@ def scores_on_target(path: str | os.PathLike[str], profile: Any, feeds: dict[str
     """The metric per format, host and emulated target side by side; and the guest's report."""
     from edgekit.artifact.archive import read_artifact
 
-    names = [o.name for o in read_artifact(path).spec.outputs]
+    spec = read_artifact(path).spec
+    names = [o.name for o in spec.outputs]
+    out_axes = [o.data.get("batch_axis", 0) for o in spec.outputs]
     host = host_outputs(path, feeds)
     emulated, guest = emulated_outputs(path, profile, feeds, progress=progress, timeout=timeout)
     scores = []
@@ -110,7 +118,9 @@ def scores_on_target(path: str | os.PathLike[str], profile: Any, feeds: dict[str
     for fmt, (runtime, ref) in host.items():
         if fmt not in emulated:
             continue
-        got = [emulated[fmt][n] for n in names]
+        # the metric reads samples first
+        ref = [np.moveaxis(r, a, 0) for r, a in zip(ref, out_axes, strict=True)]
+        got = [np.moveaxis(emulated[fmt][n], a, 0) for n, a in zip(names, out_axes, strict=True)]
         on_host, on_target = metric(ref, ref, labels), metric(ref, got, labels)
         scores.append(TargetScore(fmt, runtime, metric_name, on_target.unit,
                                   float(on_host.score), float(on_target.score), count))

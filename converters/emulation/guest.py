@@ -90,12 +90,17 @@ def probe() -> dict[str, Any]:
 
 def timed_runs(path: str, formats: list[tuple[str, str]], runs: int) -> dict[str, list[float]]:
     """Milliseconds per batch-1 inference on the first test vector, per format."""
+    import numpy as np
+
     from edgekit.artifact.archive import read_artifact
     from edgekit.model import Model
 
     artifact = read_artifact(path)
     vectors = artifact.test_vectors()
-    feeds = {k[3:]: v[:1] for k, v in vectors.items() if k.startswith("in/")}
+    axes = {i["name"]: int(i.get("batch_axis", 0)) for i in artifact.manifest["inputs"]}
+    # the first vector of each input, on its own batch axis (a recurrent state: axis 1)
+    feeds = {k[3:]: np.take(v, [0], axis=axes.get(k[3:], 0))
+             for k, v in vectors.items() if k.startswith("in/")}
     out: dict[str, list[float]] = {}
     for fmt, runtime in formats:
         model = Model(artifact, backend=runtime)  # default options: runtime's thread count

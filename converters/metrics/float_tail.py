@@ -60,13 +60,14 @@ def int8_boundary(model: Any, output: str) -> dict[str, str]:
     return boundary
 
 
-def float_step(model: Any, output: str, feeds: dict[str, np.ndarray]) -> float:
+def float_step(model: Any, output: str, feeds: dict[str, np.ndarray],
+               axes: dict[str, int] | None = None) -> float:
     """The largest change of any element of ``output`` over ``DRAWS`` random-sign one-step
     moves of every element of its int8 boundary, on ``feeds`` (0.0: no int8 boundary)."""
     import onnx
     from onnx import numpy_helper
 
-    from ..runner import session
+    from ..runner import one_by_one, session
 
     boundary = int8_boundary(model, output)
     if not boundary:
@@ -85,9 +86,7 @@ def float_step(model: Any, output: str, feeds: dict[str, np.ndarray]) -> float:
     tail_inputs = [i.name for i in tail_sess.get_inputs()]
     rng = np.random.default_rng(SEED)
     worst = 0.0
-    count = len(next(iter(feeds.values())))
-    for i in range(count):  # one sample at a time: a model may fix its batch at 1
-        sample = {k: v[i:i + 1] for k, v in feeds.items()} if count > 1 else feeds
+    for sample in one_by_one(feeds, axes):  # each on its inputs' batch axes (``axes``)
         values = dict(zip(wanted, sess.run(wanted, sample), strict=True))
         base_feeds = {n: values[n] if n in values else sample[n] for n in tail_inputs}
         base = np.asarray(tail_sess.run([output], base_feeds)[0], np.float64)

@@ -31,8 +31,9 @@ not per-core), so one bound serves every Arm target.
 * A float output computed from int8 layers (a guard-kept float tail) gets the same bounds
   counted in its ``float_step`` (``float_tail.py``): what one step at its last int8 tensors
   moves it, so the int8 layers' cross-ISA rounding is allowed for and nothing more.
-* The model's own sensitivity (``jitter.py``): every requantization of the int8 model is
-  nudged by Higham's float32 accumulation bound and the test vectors run again on the host;
+* The model's own sensitivity (``jitter.py``): every float op's result in the int8 model is
+  nudged by its worst-case float32 rounding (K roundoffs for a K-term sum, more for exp-based
+  functions) and the test vectors run again on the host, three sign draws;
   an output element that moves there may move as far between x86 and Arm kernels, on each
   side, so the bounds widen to ``1 - JITTER_FACTOR x`` (the share moved beyond one step)
   within one step and ``JITTER_FACTOR x`` the largest move. Real models with float layers
@@ -73,7 +74,7 @@ BASIS = (f"tools/studies/study_cross_isa.py (host vs emulated A72/A53/A76): >= {
          f">= {WITHIN_1_TRANSPOSED:.0%} and +{TRANSPOSED_STEPS:g} step; a float output of int8 layers "
          f"counts in float_step, one step at its last int8 tensors carried through its "
          f"float tail; widened to {JITTER_FACTOR:g}x what the host's outputs move when every "
-         f"requantization is nudged by the float32 accumulation bound (jitter.py)")
+         f"float op's result is nudged by its worst-case float32 rounding (jitter.py)")
 PASS_THROUGH = ("DequantizeLinear", "QuantizeLinear", "Reshape", "Flatten", "Transpose",
                 "Squeeze", "Unsqueeze")
 # squashing heads between the weighted layer and the output, by their largest slope: a change

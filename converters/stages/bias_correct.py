@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..context import Dataset
-from ..runner import run_dataset
+from ..runner import run_dataset, samples_first
 
 SAMPLES = 64  # calibration samples measuring the input means and the output error
 MEAN_CHUNK = 8  # samples per run measuring the input means: bounds the memory of a run
@@ -115,20 +115,23 @@ def _input_means(qdq: Any, names: list[str], data: Dataset
             sums[name] = part if name not in sums else sums[name] + part
             counts[name] += value.size // max(1, value.shape[1])
     means = {name: sums[name] / max(1, counts[name]) for name in names}
-    return means, _joined(chunks, [min(step, len(data) - s) for s in starts])
+    return means, _joined(chunks, [min(step, len(data) - s) for s in starts],
+                          [data.out_axes.get(o, 0) for o in outputs])
 
 
-def _joined(chunks: list[list[np.ndarray]], counts: list[int]) -> list[np.ndarray]:
-    """The outputs of runs over ``counts[i]`` samples each, joined along axis 0 as
-    ``run_dataset`` joins its own runs (of one sample, or of up to 32); none (``[]``) when
-    that join depends on the run size: an output whose axis 0 does not carry the samples (a
-    recurrent state [layers, N, hidden] becomes [layers * runs, ...]) or whose size the data
-    sets. Runs of one join as ``run_dataset``'s of one; ``correct_if_it_pays`` checks shapes."""
+def _joined(chunks: list[list[np.ndarray]], counts: list[int], axes: list[int]
+            ) -> list[np.ndarray]:
+    """The outputs of runs over ``counts[i]`` samples each, joined as ``run_dataset`` joins
+    its own runs: each output on its batch axis ``axes[j]`` (``Dataset.out_axes``), samples
+    first; none (``[]``) when that join depends on the run size: an output that does not hold
+    a run's samples on that axis (its size set by the data). Runs of one join as
+    ``run_dataset``'s of one; ``correct_if_it_pays`` checks shapes."""
     one_run_or_one_sample = len(chunks) == 1 or all(n == 1 for n in counts)
-    if not one_run_or_one_sample and any(o.shape[:1] != (n,) for run, n in zip(chunks, counts, strict=True)
-                                         for o in run):
+    if not one_run_or_one_sample and any(
+            o.ndim <= a or o.shape[a] != n for run, n in zip(chunks, counts, strict=True)
+            for o, a in zip(run, axes, strict=True)):
         return []
-    return [np.concatenate(o) for o in zip(*chunks, strict=True)]
+    return samples_first(chunks, axes)
 
 
 def _shift(layer: dict[str, Any], mean_x: np.ndarray) -> np.ndarray:

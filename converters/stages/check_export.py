@@ -16,7 +16,7 @@ from edgekit.errors import ExportError
 
 from ..context import BuildContext
 from ..pipeline import Stage
-from ..runner import run_dataset
+from ..runner import run_dataset, samples_first
 
 TOLERANCE = 1e-4  # max |onnx - torch| / max |torch| per output
 TORCH_BATCH = 32
@@ -43,7 +43,8 @@ class CheckExport(Stage):
         names = [i["name"] for i in ctx.inputs]
         onnx_outputs = run_dataset(record.onnx_path, data)
         torch_outputs = _torch_outputs(record.source, [data.arrays[n] for n in names],
-                                       _batch(ctx.inputs))
+                                       _batch(ctx.inputs),
+                                       [int(o.get("batch_axis") or 0) for o in ctx.outputs])
         if len(torch_outputs) != len(onnx_outputs):
             raise ExportError(f"the exported ONNX has {len(onnx_outputs)} output(s); torch "
                               f"returns {len(torch_outputs)}")
@@ -85,7 +86,10 @@ def _batch(inputs: list[dict[str, Any]]) -> int:
     return first if isinstance(first, int) else TORCH_BATCH
 
 
-def _torch_outputs(source: Any, arrays: list[np.ndarray], batch: int) -> list[np.ndarray]:
+def _torch_outputs(source: Any, arrays: list[np.ndarray], batch: int, axes: list[int]
+                   ) -> list[np.ndarray]:
+    """torch's outputs, joined and read samples first as ``run_dataset`` gives the ONNX's
+    (``axes``: each output's batch axis)."""
     import torch
 
     from ..pytorch.inputs import flat_outputs, one_thread, run_model
@@ -97,4 +101,5 @@ def _torch_outputs(source: Any, arrays: list[np.ndarray], batch: int) -> list[np
             args = tuple(torch.from_numpy(a[start:start + batch]) for a in arrays)
             leaves = flat_outputs(run_model(source, args))
             chunks.append([t.detach().float().numpy() for t in leaves])
-    return [np.concatenate([c[j] for c in chunks]) for j in range(len(chunks[0]))]
+    axes = axes if len(axes) == len(chunks[0]) else [0] * len(chunks[0])
+    return samples_first(chunks, axes)

@@ -27,6 +27,7 @@ from ..pipeline import Stage
 from ..qdq import snap_to_grid
 from ..report.layers import layer_records
 from ..report.why import wide_reasons
+from ..runner import joined
 
 
 def onnx_entry(ctx: BuildContext) -> None:
@@ -50,9 +51,15 @@ def expected_outputs(entry: dict[str, Any], data: bytes, inputs: list[TensorSpec
                 as_taken = all(tuple(feeds[i.name].shape) == tuple(i.shape) for i in inputs)
                 if fixed is None or as_taken:  # as_taken: one sample, in the model's layout
                     return backend.run(feeds)
-                rows = [backend.run({k: v[i:i + 1] for k, v in feeds.items()})
-                        for i in range(len(next(iter(feeds.values()))))]
-                return [np.concatenate([r[j] for r in rows]) for j in range(len(outputs))]
+                # one vector at a time on each input's batch axis; each output joined on its
+                # own (a CTC model's [T, N, C] logits, a recurrent state [L, N, H]), as the
+                # device's row-by-row run joins them (edgekit/runtime/session.py)
+                axes = {i.name: i.batch_axis for i in inputs}
+                first = inputs[0]
+                rows = [backend.run({k: np.take(v, [n], axis=axes.get(k, 0))
+                                     for k, v in feeds.items()})
+                        for n in range(feeds[first.name].shape[first.batch_axis])]
+                return joined(rows, [o.batch_axis for o in outputs])
             finally:
                 backend.close()
     raise InternalError(f"no installed backend for {entry['format']} to compute test vectors")
@@ -68,8 +75,6 @@ def vector_count(ctx: BuildContext) -> int:
         int(np.prod(ctx.val.arrays[i["name"]].shape[1:])) * (1 if i.get("quantization") else 4)
         for i in ctx.inputs)
     budget = max(VECTOR_FLOOR, VECTOR_SHARE * sum(len(b) for b in ctx.model_bytes.values()))
-    if ctx.val.axes:  # an input keeps samples off axis 0: one vector, stored as the model takes it
-        return 1
     return max(1, min(ctx.config.test_vectors, len(ctx.val), int(budget // max(1, per_vector))))
 
 
@@ -105,8 +110,7 @@ def vector_tolerances(ctx: BuildContext, vectors: dict[str, np.ndarray],
     transposed = any(n.op_type == "ConvTranspose" for n in graph.graph.node)
     bounds: dict[str, Any] = {}
     float_steps: dict[str, float] = {}
-    moves = jitter_moves(graph, feeds, [spec["name"] for spec in ctx.outputs],
-                         batched=not ctx.val.axes)
+    moves = jitter_moves(graph, feeds, [spec["name"] for spec in ctx.outputs], ctx.val.axes)
     for spec in ctx.outputs:
         name = spec["name"]
         for entry in ctx.models:
@@ -115,9 +119,12 @@ def vector_tolerances(ctx: BuildContext, vectors: dict[str, np.ndarray],
             step = float(q.get("scale") or 0.0)
             if not step:  # a float output: one step at its int8 boundary, if it has one
                 if name not in float_steps:
-                    float_steps[name] = float_step(graph, name, feeds)
+                    float_steps[name] = float_step(graph, name, feeds, ctx.val.axes)
                 step = float_steps[name]
-            tol = output_tolerance(vectors[f"out/{entry['format']}/{name}"], step, layers,
+            # samples first, as verify reads them (a [T, N, C] output's slices are over C)
+            stored = np.moveaxis(vectors[f"out/{entry['format']}/{name}"],
+                                 int(spec.get("batch_axis") or 0), 0)
+            tol = output_tolerance(stored, step, layers,
                                    attention, head_gain(graph, name), transposed,
                                    moves.get(name)).to_dict()
             kept = bounds.get(name)

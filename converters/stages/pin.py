@@ -93,17 +93,6 @@ def shapes_from_data(inputs: list[dict[str, Any]], datasets: list[Dataset],
     return pinned
 
 
-def mark_output_batch_axes(inputs: list[dict[str, Any]], outputs: list[dict[str, Any]]) -> None:
-    """An output carrying an input's batch symbol off axis 0 (a recurrent state out) gets
-    ``batch_axis`` too, so the runtime joins and splits its rows on that axis."""
-    symbols = {str(i["shape"][i.get("batch_axis", 0)]) for i in inputs
-               if not isinstance(i["shape"][i.get("batch_axis", 0)], int)}
-    for spec in outputs:
-        axis = next((a for a, d in enumerate(spec["shape"]) if str(d) in symbols), 0)
-        if axis:
-            spec["batch_axis"] = axis
-
-
 def _pinned_output_shapes(model: Any, outputs: list[dict[str, Any]]) -> None:
     """Outputs whose shape onnx's inference fixes once the inputs are pinned get it."""
     import onnx
@@ -161,15 +150,16 @@ class PinShapes(Stage):
             model = pin_inputs(model, pinned)
         if not consts and not pinned:
             self.used = {"pinned": {}}
+            self._measure_outputs(ctx, model)
             return
         model, branches = fold_constant_branches(model)  # before onnxruntime's optimizer
-        mark_output_batch_axes(ctx.inputs, ctx.outputs)
         for spec in ctx.inputs:
             if spec["name"] in pinned:
                 spec["shape"] = [old if d == -1 else d  # -1: the batch --dynamic-batch keeps
                                  for d, old in zip(pinned[spec["name"]], spec["shape"],
                                                    strict=True)]
         _pinned_output_shapes(model, ctx.outputs)
+        self._measure_outputs(ctx, model)
         ctx.float_model = model
         ctx.float_path = ctx.workdir / "pinned.onnx"
         onnx.save_model(model, str(ctx.float_path))
@@ -177,6 +167,19 @@ class PinShapes(Stage):
         self.used = {"pinned": {n: list(s) for n, s in pinned.items()},
                      "from": "--input-shape" if asked else "calibration data",
                      "consts": {k: np.asarray(v).tolist() for k, v in consts.items()},
-                     **({"folded_branches": branches} if branches else {})}
+                     **({"folded_branches": branches} if branches else {}),
+                     **self.used}
         ctx.report("  pinned " + ", ".join(f"{n} {list(s)}" for n, s in pinned.items())
                    + (f"; frozen {', '.join(sorted(consts))}" if consts else ""))
+
+    def _measure_outputs(self, ctx: BuildContext, model: Any) -> None:
+        """Every output's real shape and samples' axis (``converters/output_axes.py``), for
+        every later join of per-run outputs: on the datasets and in the manifest."""
+        from ..output_axes import measure_outputs
+
+        axes = measure_outputs(model, ctx.inputs, ctx.outputs, ctx.val or ctx.calib)
+        for data in (ctx.calib, ctx.val):
+            if data is not None:
+                data.out_axes = dict(axes)
+        if axes:
+            self.used["output_batch_axes"] = axes

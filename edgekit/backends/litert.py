@@ -149,12 +149,19 @@ class _TFLiteBackend(Backend):
                         return [table.take(raw.view(np.uint8))]
                     return [dequantize(raw, out.scale, out.zero_point)]
         arrays = [np.asarray(feeds[spec.name]) for spec in self.inputs]
-        model_batch = self._in[0].shape[0] if self._in and self._in[0].shape else 1
-        batch = arrays[0].shape[0] if arrays and arrays[0].ndim else 1
+        first = self.inputs[0] if self.inputs else None
+        axis = first.batch_axis if first is not None else 0
+        model_batch = ((self._in[0].shape[0] if axis == 0 else first.fixed_batch)
+                       if first is not None and self._in and self._in[0].shape else 1)
+        batch = arrays[0].shape[axis] if arrays and arrays[0].ndim > axis else 1
         if self._in and batch != model_batch and model_batch == 1:
-            # the .tflite is written for batch 1: run the rows one by one
-            rows = [self._invoke([a[i:i + 1] for a in arrays]) for i in range(batch)]
-            return [np.concatenate([r[j] for r in rows]) for j in range(len(self._out))]
+            # the .tflite is written for batch 1: run the rows one by one, each input on its
+            # batch axis and each output joined on its own (a recurrent state [L, N, H])
+            rows = [self._invoke([np.take(a, [i], axis=spec.batch_axis)
+                                  for a, spec in zip(arrays, self.inputs, strict=True)])
+                    for i in range(batch)]
+            return [np.concatenate([r[j] for r in rows], axis=spec.batch_axis)
+                    for j, spec in enumerate(self.outputs)]
         return self._invoke(arrays)
 
     def _invoke(self, arrays: list[np.ndarray]) -> list[np.ndarray]:

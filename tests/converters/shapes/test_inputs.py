@@ -34,7 +34,11 @@ def test_an_int64_input_passes_through_and_the_state_keeps_axis_1(vad, tmp_path)
     inputs = {i["name"]: i for i in result.manifest["inputs"]}
     assert inputs["sr"]["dtype"] == "int64" and "quantization" not in inputs["sr"]
     assert inputs["state"]["shape"] == [2, 1, 16] and inputs["state"]["batch_axis"] == 1
+    outputs = {o["name"]: o for o in result.manifest["outputs"]}
+    assert outputs["state_out"]["shape"] == [2, 1, 16] and outputs["state_out"]["batch_axis"] == 1
     assert result.manifest["validation"]["cosine"] > 0.99
+    # as many test vectors as any model gets, each cut on its input's batch axis (was 1)
+    assert result.manifest["test_vectors"]["count"] > 1
     assert verify_artifact(result.path).passed
     loaded = edgekit.load(str(result.path))
     try:
