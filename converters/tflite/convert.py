@@ -84,6 +84,7 @@ class _Driver:
         self.w = ModelWriter("edgekit: int8 from QDQ ONNX")
         self.ctx = ConversionContext(graph, self.w)
         self.ctx.is_int8 = self.is_int8  # op converters ask about their neighbours
+        self.ctx.touches_int16 = self._touches_int16
         self.float_ops: list[dict] = []
 
     def run(self, strict_int8: bool) -> TFLiteModel:
@@ -162,6 +163,7 @@ class _Driver:
         quant = self.is_int8(node)
         ctx = self.ctx
         ctx.quantized = quant
+        ctx.sixteen = quant and self._touches_int16(node)
         ctx.fused_act, ctx.fused_node = Act.NONE, None
         fusion = self._fusion(node, spec, quant)
         if fusion is not None:
