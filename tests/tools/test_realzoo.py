@@ -49,3 +49,19 @@ def test_smoke_model_ships_an_int8_tflite(name: str, work: Path) -> None:
         assert tflite, f"{name}: shipped {archive.namelist()}, no .tflite"
         floats, _ = float_compute_ops(archive.read(tflite[0]))
     assert not floats, f"{name}: float compute ops in the .tflite: {dict(floats)}"
+
+
+def test_cer_counts_edits_of_the_greedy_ctc_decoding_over_the_text() -> None:
+    """PP-OCRv4 rec's CER beside its line match (issue 31 judges the recognizer by CER): one wrong
+    character of three is 1/3, a repeat without a blank between collapses, an exact line is 0."""
+    import numpy as np
+
+    from tools.realzoo.metrics import ctc_cer
+
+    def steps(*classes: int) -> np.ndarray:  # one-hot over blank, a, b, c, space
+        return np.eye(5)[list(classes)]
+
+    scores = ctc_cer("probs", ["a", "b", "c"])(
+        {"probs": np.stack([steps(1, 0, 2, 3), steps(1, 1, 0, 3), steps(1, 1, 1, 1)])}, {},
+        {"text": np.array(["abc", "abc", "abc"])})
+    assert np.allclose(scores, [0.0, 1 / 3, 2 / 3])

@@ -21,6 +21,8 @@ class Metric:
     name: str  # what the number means, in the table
     score: Scorer  # (outputs, float outputs, truth) -> per-sample scores
     needs_reference: bool = False
+    # further per-sample figures shown beside it in the per-model notes: (what, scorer)
+    extras: tuple[tuple[str, Scorer], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,25 @@ def ctc_exact(output: str, characters: list[str]) -> Scorer:
         probs = outputs[output].reshape(len(truth["text"]), -1, len(table))
         return np.array([decode(p) == str(t) for p, t in zip(probs, truth["text"], strict=True)],
                         np.float64)
+    return score
+
+
+def ctc_cer(output: str, characters: list[str]) -> Scorer:
+    """Character error rate per line: edit distance of the greedy CTC decoding to the line's
+    text over the text's length (0 is perfect; insertions can take it past 1)."""
+    from rapidfuzz.distance import Levenshtein
+
+    table = ["<blank>", *characters, " "]
+
+    def decode(row: np.ndarray) -> str:
+        best = row.argmax(axis=-1)
+        kept = [int(c) for i, c in enumerate(best) if c != 0 and (i == 0 or c != best[i - 1])]
+        return "".join(table[c] for c in kept).strip()
+
+    def score(outputs: Outputs, _: Outputs, truth: dict[str, np.ndarray]) -> np.ndarray:
+        probs = outputs[output].reshape(len(truth["text"]), -1, len(table))
+        return np.array([Levenshtein.distance(decode(p), str(t)) / max(len(str(t)), 1)
+                         for p, t in zip(probs, truth["text"], strict=True)], np.float64)
     return score
 
 

@@ -49,7 +49,14 @@ def _rec_metric() -> metrics.Metric:
 
         chars = _rec_characters(source_path(MODELS["ppocr_rec"]))
         return metrics.ctc_exact("softmax_11.tmp_0", chars)(outputs, reference, truth)
-    return metrics.Metric("line exact match vs rendered text (greedy CTC)", score)
+
+    def cer(outputs: metrics.Outputs, reference: metrics.Outputs, truth: dict) -> object:
+        from .materialize import source_path
+
+        chars = _rec_characters(source_path(MODELS["ppocr_rec"]))
+        return metrics.ctc_cer("softmax_11.tmp_0", chars)(outputs, reference, truth)
+    return metrics.Metric("line exact match vs rendered text (greedy CTC)", score,
+                          extras=(("CER vs rendered text (greedy CTC)", cer),))
 
 
 def _ddddocr_metric() -> metrics.Metric:
