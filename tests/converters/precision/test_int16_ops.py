@@ -154,3 +154,36 @@ def test_every_op_of_the_block_goes_int16_and_the_tflite_stays_integer(tmp_path,
 def test_the_rung_and_the_writer_agree_on_the_int16_ops():
     """An op the rung moves to int16 without a 16x8 kernel in the writer would be a float op."""
     assert INT16_OPS <= INT16_KERNELS
+
+
+def yolo_packed_output() -> onnx.ModelProto:
+    """YOLOv8's output: boxes (Mul by the stride, up to hundreds) and class scores (Sigmoid,
+    0..1) joined by one Concat, which split_packed keeps float so each keeps its own scale."""
+    inits = [_weight("box.w", (4, 8, 1, 1)), _weight("cls.w", (6, 8, 1, 1)), _const("stride", 32.0)]
+    nodes = [helper.make_node("Conv", ["x", "box.w"], ["b0"], name="/model.22/cv2/Conv"),
+             helper.make_node("Relu", ["b0"], ["b1"], name="/model.22/Relu"),
+             helper.make_node("Mul", ["b1", "stride"], ["boxes"], name="/model.22/Mul_2"),
+             helper.make_node("Conv", ["x", "cls.w"], ["c0"], name="/model.22/cv3/Conv"),
+             helper.make_node("Sigmoid", ["c0"], ["scores"], name="/model.22/Sigmoid"),
+             helper.make_node("Concat", ["boxes", "scores"], ["y"], axis=1, name="/model.22/Concat_25")]
+    return _model(nodes, inits, [1, 10, 12, 12], 17, "packed")
+
+
+def test_the_packed_outputs_float_concat_is_an_int16_concatenation(tmp_path):
+    from edgekit.converters.tflite import convert
+
+    x = (RNG.standard_normal((48, 8, 12, 12)) * 1.5).astype(np.float32)
+    int8 = quantize(yolo_packed_output(), tmp_path, {"x": x[:32]}, keep_float=["/model.22/Concat_25"])
+    written = convert(onnx.load(str(int8)), keep_float={"/model.22/Concat_25"})
+    assert written.float_ops == []
+    names = [name for name, _ in ops_of(written.data)]
+    assert names[-2:] == ["CONCATENATION", "DEQUANTIZE"], names
+    tensors = read_tflite(written.data).subgraphs[0].tensors
+    concat = next(op for name, op in ops_of(written.data) if name == "CONCATENATION")
+    assert tensors[concat.outputs[0]].type == TType.INT16
+    want, got = run_onnx(int8, {"x": x[32:]})[0], litert(written).run({"x": x[32:]})[0]
+    # half a step of the joined int16 grid (the boxes' int8 range over 32767: 0.013 here, 0.01 on
+    # YOLOv8n's 320-pixel boxes) plus the int8 step LiteRT's LOGISTIC may round the other way
+    step = float(tensors[concat.outputs[0]].quantization.scale[0])
+    assert step < 0.02
+    assert np.abs(want - got).max() <= step / 2 + 1 / 255 + 1e-5, (np.abs(want - got).max(), step)
