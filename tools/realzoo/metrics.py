@@ -134,6 +134,27 @@ def ctc_alnum(output: str, characters: list[str]) -> Scorer:
     return score
 
 
+def detections_kept(output: str) -> Scorer:
+    """YOLO packed outputs: 1 per float detection that the run keeps (the build's own decode:
+    best class over 0.25, class-wise NMS; matched greedily by score, IoU >= 0.5, same class)."""
+    from edgekit.converters.metrics.detection import decode_packed, iou_matrix
+
+    def score(outputs: Outputs, reference: Outputs, _: dict[str, np.ndarray]) -> np.ndarray:
+        kept = []
+        for ref, got in zip(decode_packed(reference[output]), decode_packed(outputs[output]), strict=True):
+            hit = np.zeros(len(ref.boxes), bool)
+            if len(ref.boxes) and len(got.boxes):
+                overlap = iou_matrix(got.boxes, ref.boxes)
+                overlap[got.classes[:, None] != ref.classes[None, :]] = 0.0
+                for i in np.argsort(-got.scores, kind="stable"):
+                    row = np.where(hit, 0.0, overlap[i])
+                    j = int(row.argmax())
+                    hit[j] |= bool(row[j] >= 0.5)
+            kept += hit.tolist()
+        return np.asarray(kept, np.float64)
+    return score
+
+
 def text_mask_f1(output: str, threshold: float = 0.3) -> Scorer:
     """Pixel F1 of the text map (> threshold, DBNet's binarization) against the rendered line
     boxes; a blank page scores 1 when under 0.1% of it is marked text, else 0."""
