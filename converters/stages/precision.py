@@ -31,9 +31,16 @@ import numpy as np
 
 PRECISIONS = ("int8", "int16", "fp16", "float")
 INT16_OPSET = 21
-# ops with a 16x8 (int16 activation, int8 weight) kernel in both runtimes' paths we write
+# ops with a 16x8 (int16 activation, int8 weight) kernel in both runtimes' paths we write:
+# the .tflite writer's ``tflite/sixteen.py::INT16_KERNELS`` (a test keeps the two alike).
+# Besides the MAC layers, the activations and elementwise ops between them (SiLU's
+# Sigmoid * Mul, HardSwish's Add/Clip/Mul/Div, HardSigmoid, a LayerNorm written as ops,
+# Split/Slice/Gather): a layer whose activation stays int8 keeps int8's error there
 INT16_OPS = frozenset({"Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool",
-                       "GlobalAveragePool", "Relu", "Reshape", "Flatten", "Transpose", "Concat"})
+                       "GlobalAveragePool", "Relu", "Reshape", "Flatten", "Transpose", "Concat",
+                       "Squeeze", "Unsqueeze", "Sigmoid", "Tanh", "Mul", "Sub", "Clip", "Div",
+                       "HardSigmoid", "Split", "Slice", "Gather", "Pad", "ReduceMean", "Sqrt",
+                       "Pow", "LeakyRelu", "Identity", "LayerNormalization"})
 # ops whose constant weights the fp16 rung stores as float16
 FP16_WEIGHT_OPS = frozenset({"Conv", "Gemm", "MatMul", "ConvTranspose"})
 INT16_MAX = 32767

@@ -28,7 +28,7 @@ from edgekit.converters.tflite.quant import (
     to_int8_values,
 )
 from edgekit.converters.tflite.schema import Act, Op, S
-from edgekit.converters.tflite.sixteen import bias_int64
+from edgekit.converters.tflite.sixteen import bias_int64, const_params16
 from edgekit.converters.tflite.writer import ModelWriter, Tensor
 
 from edgekit.errors import InternalError, UnsupportedModelError
@@ -53,10 +53,13 @@ class ConversionContext:
         self.done: set[int] = set()  # ids of nodes converted together with another node
         # set by the driver for the node being converted
         self.quantized = False
+        self.sixteen = False  # the node runs on int16 tensors: its constant operands are int16 too
         self.fused_act = Act.NONE
         self.fused_node: onnx.NodeProto | None = None
         # set by the driver: would this node be written in int8?
         self.is_int8: Callable[[onnx.NodeProto], bool] = lambda node: False
+        # set by the driver: does this node read or write an int16 tensor?
+        self.touches_int16: Callable[[onnx.NodeProto], bool] = lambda node: False
         self.fp16_weights: set[str] = set()  # float weights written as FLOAT16 + DEQUANTIZE
 
     # -- reading values ---------------------------------------------------------------
@@ -142,6 +145,9 @@ class ConversionContext:
             if np.size(dq.scale) > 1:  # per-channel constant operand: requantize per tensor
                 return self.float_value(name)
             qp = activation_params(dq.scale, dq.zero_point)
+            if self.sixteen:  # a 16x8 kernel takes both operands on int16 (LiteRT checks the types)
+                real = dequantize(data, dq.scale, dq.zero_point, dq.axis)
+                return Value(tuple(data.shape), identity(data.ndim), None, const=real)
             return Value(tuple(data.shape), identity(data.ndim), qp, const=to_int8_values(data))
         return self.value(dq.source)
 
@@ -262,16 +268,16 @@ class ConversionContext:
     def materialize(self, v: Value, perm: Perm, like: QParams | None = None) -> Value:
         """A written tensor for a constant value in layout ``perm`` (quantized in int8
         mode when it was float, with its own min/max parameters)."""
-        key = ("const", perm)
+        key = ("const", perm, self.sixteen and v.qparams is None)
         if key in v.cache:
             return v.cache[key]
         data, qp = v.const, v.qparams
         if qp is None and self.quantized and data.dtype.kind == "f":
-            qp = const_params(data)
+            qp = const_params16(data) if self.sixteen else const_params(data)
             data = qp.quantize(data)
         data = np.ascontiguousarray(np.transpose(data, perm))
-        dtype = "int8" if qp is not None else ("float32" if data.dtype.kind == "f" else
-                                               data.dtype.name)
+        dtype = qp.dtype if qp is not None else ("float32" if data.dtype.kind == "f" else
+                                                 data.dtype.name)
         tensor = self.w.tensor(data.shape, dtype, qp, "const", data)
         out = Value(v.onnx_shape, perm, qp, tensor)
         v.cache[key] = out

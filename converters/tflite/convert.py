@@ -19,6 +19,7 @@ from edgekit.converters.tflite.graph import OnnxGraph
 from edgekit.converters.tflite.layout import NHWC, Value, identity, layout_name
 from edgekit.converters.tflite.ops import FUSIONS, REGISTRY, OpSpec
 from edgekit.converters.tflite.ops.activation import fused_code
+from edgekit.converters.tflite.ops.shape import convert_output_concat16, joins_integer_outputs
 from edgekit.converters.tflite.output_qdq import Range, quantize_outputs
 from edgekit.converters.tflite.qdq_fill import fill_qdq, honoured_keep_float
 from edgekit.converters.tflite.quant import activation_params
@@ -84,6 +85,7 @@ class _Driver:
         self.w = ModelWriter("edgekit: int8 from QDQ ONNX")
         self.ctx = ConversionContext(graph, self.w)
         self.ctx.is_int8 = self.is_int8  # op converters ask about their neighbours
+        self.ctx.touches_int16 = self._touches_int16
         self.float_ops: list[dict] = []
 
     def run(self, strict_int8: bool) -> TFLiteModel:
@@ -161,7 +163,12 @@ class _Driver:
         spec = REGISTRY[node.op_type]
         quant = self.is_int8(node)
         ctx = self.ctx
+        if not quant and joins_integer_outputs(ctx, node):
+            ctx.quantized = ctx.sixteen = False
+            convert_output_concat16(ctx, node)  # int16 CONCATENATION, DEQUANTIZE to the output
+            return
         ctx.quantized = quant
+        ctx.sixteen = quant and self._touches_int16(node)
         ctx.fused_act, ctx.fused_node = Act.NONE, None
         fusion = self._fusion(node, spec, quant)
         if fusion is not None:

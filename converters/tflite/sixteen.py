@@ -17,13 +17,29 @@ between int8 tensors uses them for its inside (``ops/layernorm16.py``).
 from __future__ import annotations
 
 import numpy as np
+from edgekit.converters.tflite.quant import QParams
 
 INT16_MIN, INT16_MAX = -32768, 32767
 # ONNX op types written on a 16x8 / int16 LiteRT kernel (CONV_2D, DEPTHWISE_CONV_2D,
 # FULLY_CONNECTED, ADD, MAX_POOL_2D, AVERAGE_POOL_2D, MEAN, RESHAPE, TRANSPOSE, CONCATENATION)
 INT16_KERNELS = frozenset({"Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool",
                            "GlobalAveragePool", "Relu", "Reshape", "Flatten", "Transpose",
-                           "Concat", "Squeeze", "Unsqueeze"})
+                           "Concat", "Squeeze", "Unsqueeze",
+                           # LOGISTIC / TANH (output 1/32768), MUL, SUB, RELU6 or MAXIMUM +
+                           # MINIMUM (Clip), MUL by the reciprocal (Div by a constant), ADD +
+                           # MUL + MINIMUM (HardSigmoid), SPLIT(_V), STRIDED_SLICE, GATHER, PAD,
+                           # MEAN, SQRT, MUL(x, x) (Pow 2), LEAKY_RELU: each checked on LiteRT 2.3
+                           # (tests/converters/precision/test_int16_ops.py)
+                           "Sigmoid", "Tanh", "Mul", "Sub", "Clip", "Div", "HardSigmoid",
+                           "Split", "Slice", "Gather", "Pad", "ReduceMean", "Sqrt", "Pow",
+                           "LeakyRelu", "Identity", "LayerNormalization"})
+
+
+def const_params16(data: np.ndarray) -> QParams:
+    """Symmetric int16 parameters of a float constant operand of a 16x8 kernel (its own
+    range: LiteRT's int16 MUL/ADD/MINIMUM take any scale per operand, zero point 0)."""
+    top = float(np.max(np.abs(data))) if np.size(data) else 0.0
+    return QParams.per_tensor(top / INT16_MAX if top > 0 else 1.0, 0, "int16")
 
 
 def is_int16_zero(zero_point: np.ndarray) -> bool:

@@ -49,3 +49,36 @@ def test_smoke_model_ships_an_int8_tflite(name: str, work: Path) -> None:
         assert tflite, f"{name}: shipped {archive.namelist()}, no .tflite"
         floats, _ = float_compute_ops(archive.read(tflite[0]))
     assert not floats, f"{name}: float compute ops in the .tflite: {dict(floats)}"
+
+
+def test_cer_counts_edits_of_the_greedy_ctc_decoding_over_the_text() -> None:
+    """PP-OCRv4 rec's CER beside its line match (issue 31 judges the recognizer by CER): one wrong
+    character of three is 1/3, a repeat without a blank between collapses, an exact line is 0."""
+    import numpy as np
+
+    from tools.realzoo.metrics import ctc_cer
+
+    def steps(*classes: int) -> np.ndarray:  # one-hot over blank, a, b, c, space
+        return np.eye(5)[list(classes)]
+
+    scores = ctc_cer("probs", ["a", "b", "c"])(
+        {"probs": np.stack([steps(1, 0, 2, 3), steps(1, 1, 0, 3), steps(1, 1, 1, 1)])}, {},
+        {"text": np.array(["abc", "abc", "abc"])})
+    assert np.allclose(scores, [0.0, 1 / 3, 2 / 3])
+
+
+def test_detections_kept_scores_each_float_detection() -> None:
+    """YOLOv8n's figure beside its cell F1 (issue 31: >= 95% of float's detections kept): one 0/1
+    per float detection; a box whose class score falls under 0.25 is lost."""
+    import numpy as np
+
+    from tools.realzoo.metrics import detections_kept
+
+    packed = np.zeros((1, 6, 8), np.float32)  # 4 box rows, 2 classes, 8 anchors
+    packed[0, :4, 0], packed[0, 4, 0] = [50, 50, 20, 20], 0.9
+    packed[0, :4, 1], packed[0, 5, 1] = [150, 150, 20, 20], 0.8
+    weaker = packed.copy()
+    weaker[0, 5, 1] = 0.1
+    score = detections_kept("output0")
+    assert score({"output0": packed}, {"output0": packed}, {}).tolist() == [1.0, 1.0]
+    assert score({"output0": weaker}, {"output0": packed}, {}).tolist() == [1.0, 0.0]

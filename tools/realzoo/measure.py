@@ -73,12 +73,14 @@ def measure(model: Model, artifact: Path | None) -> dict[str, object]:
     if reference is None:
         return result
     result["float"] = _estimate(model.metric.score(reference, reference, sets.truth))
+    runs: dict[str, object] = {"float": reference}  # the outputs the extras score
     if artifact is not None:
         # frozen (--const) inputs are not artifact inputs
         arrays = {k: v for k, v in sets.val.items() if k not in model.consts}
         got = _safe("int8", result, lambda: run_artifact(artifact, arrays, axes,
                                                          input_ranks(source)))
         if got is not None:
+            runs["int8"] = got
             scored = _safe("int8_metric", result,
                            lambda: model.metric.score(got, reference, sets.truth))
             if scored is not None:
@@ -91,11 +93,26 @@ def measure(model: Model, artifact: Path | None) -> dict[str, object]:
         # ORT_ENABLE_BASIC keeps the QDQ pairs unfused: the exact int8 arithmetic (x86's fused
         # U8S8 kernels saturate without VNNI, which is not what the peer's device computes)
         out = run_onnx(peer_path, sets.val, axes, model.consts, basic=True)
+        runs["peer"] = out
         return model.metric.score(out, reference, sets.truth)
     scored = _safe("peer", result, peer)
     if scored is not None:
         result["peer"] = _estimate(scored)
+    if model.metric.extras:
+        result["extras"] = _safe("extras", result, lambda: _extras(model, runs, reference, sets.truth))
     return result
+
+
+def _extras(model: Model, runs: dict[str, object], reference: object, truth: dict) -> dict[str, object]:
+    """Each extra figure on every run, and int8's difference from float paired by sample."""
+    out: dict[str, object] = {}
+    for what, scorer in model.metric.extras:
+        scores = {key: np.asarray(scorer(got, reference, truth), np.float64) for key, got in runs.items()}
+        row = {key: _estimate(value) for key, value in scores.items()}
+        if "int8" in scores:
+            row["int8_minus_float"] = _estimate(scores["int8"] - scores["float"])
+        out[what] = row
+    return out
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ class Metric:
     name: str  # what the number means, in the table
     score: Scorer  # (outputs, float outputs, truth) -> per-sample scores
     needs_reference: bool = False
+    # further per-sample figures shown beside it in the per-model notes: (what, scorer)
+    extras: tuple[tuple[str, Scorer], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,25 @@ def ctc_exact(output: str, characters: list[str]) -> Scorer:
     return score
 
 
+def ctc_cer(output: str, characters: list[str]) -> Scorer:
+    """Character error rate per line: edit distance of the greedy CTC decoding to the line's
+    text over the text's length (0 is perfect; insertions can take it past 1)."""
+    from rapidfuzz.distance import Levenshtein
+
+    table = ["<blank>", *characters, " "]
+
+    def decode(row: np.ndarray) -> str:
+        best = row.argmax(axis=-1)
+        kept = [int(c) for i, c in enumerate(best) if c != 0 and (i == 0 or c != best[i - 1])]
+        return "".join(table[c] for c in kept).strip()
+
+    def score(outputs: Outputs, _: Outputs, truth: dict[str, np.ndarray]) -> np.ndarray:
+        probs = outputs[output].reshape(len(truth["text"]), -1, len(table))
+        return np.array([Levenshtein.distance(decode(p), str(t)) / max(len(str(t)), 1)
+                         for p, t in zip(probs, truth["text"], strict=True)], np.float64)
+    return score
+
+
 def ctc_alnum(output: str, characters: list[str]) -> Scorer:
     """ddddocr: greedy CTC over outputs [T, 1, C] (blank 0), compared with the line's text
     lowercased, letters and digits only (what the captcha model is trained to read)."""
@@ -110,6 +131,27 @@ def ctc_alnum(output: str, characters: list[str]) -> Scorer:
             kept = [int(c) for i, c in enumerate(best) if c != 0 and (i == 0 or c != best[i - 1])]
             out.append(norm("".join(characters[c] for c in kept)) == norm(str(want)))
         return np.array(out, np.float64)
+    return score
+
+
+def detections_kept(output: str) -> Scorer:
+    """YOLO packed outputs: 1 per float detection that the run keeps (the build's own decode:
+    best class over 0.25, class-wise NMS; matched greedily by score, IoU >= 0.5, same class)."""
+    from edgekit.converters.metrics.detection import decode_packed, iou_matrix
+
+    def score(outputs: Outputs, reference: Outputs, _: dict[str, np.ndarray]) -> np.ndarray:
+        kept = []
+        for ref, got in zip(decode_packed(reference[output]), decode_packed(outputs[output]), strict=True):
+            hit = np.zeros(len(ref.boxes), bool)
+            if len(ref.boxes) and len(got.boxes):
+                overlap = iou_matrix(got.boxes, ref.boxes)
+                overlap[got.classes[:, None] != ref.classes[None, :]] = 0.0
+                for i in np.argsort(-got.scores, kind="stable"):
+                    row = np.where(hit, 0.0, overlap[i])
+                    j = int(row.argmax())
+                    hit[j] |= bool(row[j] >= 0.5)
+            kept += hit.tolist()
+        return np.asarray(kept, np.float64)
     return score
 
 

@@ -49,7 +49,14 @@ def _rec_metric() -> metrics.Metric:
 
         chars = _rec_characters(source_path(MODELS["ppocr_rec"]))
         return metrics.ctc_exact("softmax_11.tmp_0", chars)(outputs, reference, truth)
-    return metrics.Metric("line exact match vs rendered text (greedy CTC)", score)
+
+    def cer(outputs: metrics.Outputs, reference: metrics.Outputs, truth: dict) -> object:
+        from .materialize import source_path
+
+        chars = _rec_characters(source_path(MODELS["ppocr_rec"]))
+        return metrics.ctc_cer("softmax_11.tmp_0", chars)(outputs, reference, truth)
+    return metrics.Metric("line exact match vs rendered text (greedy CTC)", score,
+                          extras=(("CER vs rendered text (greedy CTC)", cer),))
 
 
 def _ddddocr_metric() -> metrics.Metric:
@@ -105,7 +112,9 @@ _LIST = [
           (pins.NUDENET,), "nudenet/320n.onnx", None, _ignore_source(vision_sets.yolo_photos),
           metrics.Metric(f"confident-cell F1 (class score>0.25), {_AGREE}",
                          metrics.confident_cell_f1(("output0",), 0.25, slice(4, None),
-                                                   transpose=True), needs_reference=True)),
+                                                   transpose=True), needs_reference=True,
+                         extras=(("float detections kept (conf 0.25, NMS, IoU >= 0.5, same class), "
+                                  "per float detection", metrics.detections_kept("output0")),))),
     Model("efficientnet_lite0", "ImageNet classifier (torch dynamo export, opset 18)",
           (pins.EFFNET_LITE_CODE, pins.EFFNET_LITE0_WEIGHTS), None, "efficientnet_lite0",
           _ignore_source(vision_sets.imagenet_photos),

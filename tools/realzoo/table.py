@@ -169,7 +169,12 @@ def markdown(rows: list[Row], command: str, repo: Path, title: str) -> str:
             kept = (sub.get("artifact") or {}).get("onnx_float_nodes")
             if kept:
                 out.append(f"- accepted build kept ONNX nodes float: {kept}")
-        for key in ("float_error", "int8_error", "int8_metric_error", "peer_error"):
+        for what, figures in ((row.get("metrics") or {}).get("extras") or {}).items():
+            parts = [f"{label} {figures[key]['text']}" for key, label in
+                     (("float", "float"), ("int8", "int8 (edgekit)"), ("peer", "ORT U8S8"),
+                      ("int8_minus_float", "int8 - float (paired)")) if key in figures]
+            out.append(f"- {what}: " + "; ".join(parts))
+        for key in ("float_error", "int8_error", "int8_metric_error", "peer_error", "extras_error"):
             err = (row.get("metrics") or {}).get(key)
             if err:
                 out.append(f"- {key.replace('_', ' ')}: `{err[:300]}`")

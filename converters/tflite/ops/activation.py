@@ -10,6 +10,7 @@ from edgekit.converters.tflite.context import ConversionContext
 from edgekit.converters.tflite.ops.base import OpSpec
 from edgekit.converters.tflite.quant import FIXED_LOGISTIC, FIXED_TANH, INT8_MAX, QParams
 from edgekit.converters.tflite.schema import Act, Op, S
+from edgekit.converters.tflite.sixteen import INT16_MAX
 
 
 def clip_bounds(ctx: ConversionContext, node: onnx.NodeProto) -> tuple[float, float]:
@@ -39,8 +40,11 @@ def _unary(ctx: ConversionContext, node: onnx.NodeProto, builtin: int, options=N
     if fixed is not None and ctx.quantized and _int16_detour(ctx, node, x, fixed):
         return
     if fixed is not None and ctx.quantized:
-        # the kernel insists on its own output scale; requantize afterwards if needed
-        out = ctx.output(node, 0, x.perm, QParams.per_tensor(*fixed))
+        # the kernel insists on its own output scale (int16: 1/32768, zero point 0);
+        # requantize afterwards if needed
+        own = QParams.per_tensor(1.0 / 32768.0, 0, "int16") if x.qparams is not None and \
+            x.qparams.dtype == "int16" else QParams.per_tensor(*fixed)
+        out = ctx.output(node, 0, x.perm, own)
     else:
         out = ctx.output(node, 0, x.perm)
     ctx.emit(builtin, [x], [out], options)
@@ -72,8 +76,9 @@ def _int16_detour(ctx: ConversionContext, node: onnx.NodeProto, x, fixed: tuple[
 
 def convert_clip(ctx: ConversionContext, node: onnx.NodeProto) -> None:
     lo, hi = clip_bounds(ctx, node)
-    table = {(0.0, float("inf")): Op.RELU, (0.0, 6.0): Op.RELU6, (-1.0, 1.0): Op.RELU_N1_TO_1,
-             (0.0, 1.0): Op.RELU_0_TO_1}
+    table = {(0.0, float("inf")): Op.RELU, (0.0, 6.0): Op.RELU6}
+    if not ctx.sixteen:  # LiteRT's RELU_N1_TO_1 and RELU_0_TO_1 have no int16 kernel
+        table.update({(-1.0, 1.0): Op.RELU_N1_TO_1, (0.0, 1.0): Op.RELU_0_TO_1})
     if (lo, hi) in table:
         _unary(ctx, node, table[(lo, hi)])
         return
@@ -134,7 +139,8 @@ def _hardswish_partner(ctx: ConversionContext, node: onnx.NodeProto) -> onnx.Nod
 
 def convert_hardsigmoid(ctx: ConversionContext, node: onnx.NodeProto) -> None:
     mul = _hardswish_partner(ctx, node)
-    if mul is not None and ctx.quantized == _mul_quantized(ctx, mul):
+    if mul is not None and ctx.quantized == _mul_quantized(ctx, mul) and not ctx.sixteen \
+            and not ctx.touches_int16(mul):  # LiteRT's HARD_SWISH has no int16 kernel
         x = ctx.input(node, 0)
         ctx.fused_node = mul  # write straight to the Mul's output
         out = ctx.output(node, 0, x.perm, onnx_shape=ctx.g.shape(mul.output[0]))
@@ -172,21 +178,24 @@ def _hardsigmoid_int8(ctx: ConversionContext, node: onnx.NodeProto) -> None:
     x = ctx.input(node, 0)
     x = ctx.to_layout(x, x.perm) if x.is_const else x
     qp = ctx.out_params(node)
+    # on int16 (16x8) the same chain with int16 constants: code 32767 holds alpha exactly
+    top_code = INT16_MAX if qp.dtype == "int16" else INT8_MAX
     ones = [1] * x.rank
-    t_qp = QParams.per_tensor(qp.s / alpha, qp.zp)
+    t_qp = QParams.per_tensor(qp.s / alpha, qp.zp, qp.dtype)
     t = ctx.new_value(x.onnx_shape, x.perm, t_qp, f"{node.name}_t")
     shift = np.full(ones, beta / alpha, np.float32)
-    shift_qp = _const_params(beta / alpha)
+    shift_qp = _const_params(beta / alpha, qp.dtype)
     opts = S.AddOptionsT()
     opts.fusedActivationFunction = Act.RELU6 if np.isclose(alpha, 1 / 6) else Act.RELU
+    opts.potScaleInt16 = False  # general int16 scales, not only powers of two
     ctx.emit(Op.ADD, [x, ctx.w.const(shift_qp.quantize(shift), f"{node.name}_shift",
                                      shift_qp)], [t], opts)
     out = ctx.output(node, 0, x.perm)
-    top = (INT8_MAX - qp.zp) * qp.s
+    top = (top_code - qp.zp) * qp.s
     clamp = opts.fusedActivationFunction != Act.RELU6 and top > 1.0 + qp.s / 2
     y = ctx.new_value(x.onnx_shape, x.perm, qp, f"{node.name}_y") if clamp else out
-    scale_const = ctx.w.const(np.full(ones, INT8_MAX, np.int8), f"{node.name}_alpha",
-                              QParams.per_tensor(alpha / INT8_MAX, 0))
+    scale_const = ctx.w.const(np.full(ones, top_code, qp.dtype), f"{node.name}_alpha",
+                              QParams.per_tensor(alpha / top_code, 0, qp.dtype))
     ctx.emit(Op.MUL, [t, scale_const], [y], S.MulOptionsT())
     if clamp:
         ctx.emit(Op.MINIMUM, [y, ctx.w.const(qp.quantize(np.ones(ones)), f"{node.name}_one",
@@ -194,9 +203,10 @@ def _hardsigmoid_int8(ctx: ConversionContext, node: onnx.NodeProto) -> None:
     ctx.bind(node, 0, out)
 
 
-def _const_params(value: float) -> QParams:
-    """A scalar constant held exactly: code +-127 at scale |value| / 127."""
-    return QParams.per_tensor(abs(value) / INT8_MAX if value else 1.0, 0)
+def _const_params(value: float, dtype: str = "int8") -> QParams:
+    """A scalar constant held exactly: code +-127 (int16: +-32767) at scale |value| / that."""
+    top = INT16_MAX if dtype == "int16" else INT8_MAX
+    return QParams.per_tensor(abs(value) / top if value else 1.0, 0, dtype)
 
 
 def _mul_quantized(ctx: ConversionContext, mul: onnx.NodeProto) -> bool:

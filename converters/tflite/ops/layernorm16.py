@@ -1,10 +1,10 @@
-"""LayerNormalization between int8 tensors, computed on LiteRT's int16 kernels.
+"""LayerNormalization between int8 (or int16) tensors, computed on LiteRT's int16 kernels.
 
 LiteRT has no LayerNorm kernel, and an int8 MEAN/MUL/RSQRT chain would round the variance
 and its reciprocal root to 8 bits. Its int16 kernels (symmetric, zero point 0) for QUANTIZE,
-MEAN, SUB, MUL, ADD and RSQRT keep 15 bits, so the node is written as
+MEAN, SUB, MUL, ADD, SQRT and DIV keep 15 bits, so the node is written as
 
-    QUANTIZE(int8 -> int16), MEAN, SUB, MUL, MEAN, ADD(eps), RSQRT, MUL (, MUL gamma)
+    QUANTIZE(int8 -> int16), MEAN, SUB, MUL, MEAN, ADD(eps), SQRT, DIV (, MUL gamma)
     (, ADD beta), QUANTIZE(int16 -> int8)
 
 with no float op. The inner tensors have no calibrated range (they do not exist in the
@@ -13,7 +13,8 @@ s, the epsilon and the output's calibrated range:
 
 - centred values lie within R, their squares within R^2, the variance of values in a range
   of width R within R^2 / 4;
-- the reciprocal root is bounded by 1 / sqrt(eps + (s/2)^2): a row whose spread is under half
+- the root is at most sqrt(R^2 / 4 + eps); the reciprocal root (what the normalized
+  values' bound uses) is bounded by 1 / sqrt(eps + (s/2)^2): a row whose spread is under half
   an input step is constant as far as the int8 input can tell (its centred values are ~0);
 - a normalized value is at most sqrt(n) in size for n normalized elements;
 - after gamma (and before beta) a value outside the output's range minus beta is clipped by
@@ -49,21 +50,29 @@ def const16(ctx: ConversionContext, data: np.ndarray, perm: tuple[int, ...], nam
 
 
 def int8_range(qp: QParams) -> tuple[float, float]:
+    """The real range a per-tensor int8 (or symmetric int16) tensor covers."""
+    if qp.dtype == "int16":
+        return -qp.s * INT16_MAX, qp.s * INT16_MAX
     return qp.s * (-128 - qp.zp), qp.s * (127 - qp.zp)
 
 
 def convert_layernorm16(ctx: ConversionContext, node: onnx.NodeProto, x: Value, axes,
                         normalized: list[int], reduced: tuple[int, ...], eps: float,
                         gamma: np.ndarray | None, beta: np.ndarray | None) -> None:
-    """Write the int16 chain for an int8 ``x`` (see the module doc); binds output 0."""
-    if x.qparams is None or x.qparams.dtype != "int8":
-        raise InternalError(f"{node.name!r}: int16 LayerNorm needs an int8 input")
+    """Write the int16 chain for an int8 ``x`` (see the module doc); binds output 0. An int16
+    ``x`` (the guard's int16 rung around it) enters the chain without its first QUANTIZE."""
+    if x.qparams is None or x.qparams.dtype not in ("int8", "int16"):
+        raise InternalError(f"{node.name!r}: int16 LayerNorm needs an int8 or int16 input")
     perm, shape = x.perm, x.onnx_shape
     out = ctx.output(node, 0, perm)
     lo, hi = int8_range(x.qparams)
     y_lo, y_hi = int8_range(out.qparams)
     width = hi - lo
-    inv_max = 1.0 / np.sqrt(eps + (x.qparams.s / 2) ** 2)
+    # an int16 input's grid is the int8 range on finer steps: bound the reciprocal root by the
+    # int8 step of that range (a bound from the int16 step, near 1/sqrt(eps), would leave
+    # the RSQRT output a coarse grid for the rows that matter)
+    step = x.qparams.s if x.qparams.dtype == "int8" else width / 255
+    inv_max = 1.0 / np.sqrt(eps + (step / 2) ** 2)
     n = int(np.prod([shape[d] for d in normalized]))
     keep = S.ReducerOptionsT()
     keep.keepDims = True
@@ -83,7 +92,7 @@ def convert_layernorm16(ctx: ConversionContext, node: onnx.NodeProto, x: Value, 
 
     sub = S.SubOptionsT()
     sub.potScaleInt16 = False
-    x16 = emit(Op.QUANTIZE, [x], max(abs(lo), abs(hi)), "x")
+    x16 = x if x.qparams.dtype == "int16" else emit(Op.QUANTIZE, [x], max(abs(lo), abs(hi)), "x")
     mean = emit(Op.MEAN, [x16, axes], max(abs(lo), abs(hi)), "mean", reduced, keep)
     centred = emit(Op.SUB, [x16, mean], width, "centred", options=sub)
     square = emit(Op.MUL, [centred, centred], width ** 2, "square", options=S.MulOptionsT())
@@ -91,7 +100,16 @@ def convert_layernorm16(ctx: ConversionContext, node: onnx.NodeProto, x: Value, 
     eps_t = const16(ctx, np.full([1] * len(shape), eps, np.float32), perm, f"{node.name}_eps")
     var_eps = emit(Op.ADD, [var, eps_t], width ** 2 / 4 + eps, "var_eps", reduced,
                    add_options())
-    inv = emit(Op.RSQRT, [var_eps], inv_max, "rsqrt", reduced)
+    # SQRT then DIV, not RSQRT then MUL: LiteRT 2.3's int16 RSQRT interpolates a table and is
+    # off by 20-60% for inputs in the lowest 1/100 of its range (a row of small spread),
+    # where its int16 SQRT and DIV stay within a step (scratch-checked on every decade)
+    root = emit(Op.SQRT, [var_eps], np.sqrt(width ** 2 / 4 + eps), "sqrt", reduced)
+    # a constant row (and a tiny epsilon) rounds the root to code 0, and LiteRT's DIV stops the
+    # whole model on a zero divisor: at least one step (its centred values are 0 anyway)
+    floor = ctx.w.const(np.ones([1] * len(shape), np.int16), f"{node.name}_root_floor", root.qparams)
+    lifted = t(reduced, root.qparams.s * INT16_MAX, "root_floor")
+    ctx.emit(Op.MAXIMUM, [root, floor], [lifted])
+    root = lifted
     y_abs = max(abs(y_lo), abs(y_hi))
     # what the value before the beta ADD may span without being clipped at the output
     b_lo, b_hi = (0.0, 0.0) if beta is None else (float(beta.min()), float(beta.max()))
@@ -99,7 +117,7 @@ def convert_layernorm16(ctx: ConversionContext, node: onnx.NodeProto, x: Value, 
     norm = min(np.sqrt(n) * 1.01, width * inv_max)
     if gamma is None:
         norm = min(norm, pre_beta)
-    cur = emit(Op.MUL, [centred, inv], norm, "norm", options=S.MulOptionsT())
+    cur = emit(Op.DIV, [centred, root], norm, "norm", options=S.DivOptionsT())
     if gamma is not None:
         g = const16(ctx, gamma, perm, f"{node.name}_gamma")
         cur = emit(Op.MUL, [cur, g], min(norm * float(np.max(np.abs(gamma))), pre_beta),

@@ -26,6 +26,7 @@ from edgekit.converters.tflite.ops.gelu import _origin, _scalar
 from onnx import helper
 
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
+RESTORED_RELU = "__relu"  # the name suffix of the Relu stages/precision.py's int16 rung restores
 
 
 def _users(g: OnnxGraph, name: str, hops: list[onnx.NodeProto]) -> list[tuple[onnx.NodeProto,
@@ -44,7 +45,17 @@ def _users(g: OnnxGraph, name: str, hops: list[onnx.NodeProto]) -> list[tuple[on
                 if dq.op_type != "DequantizeLinear" or dq.output[0] in g.outputs:
                     return []
                 hops.append(dq)
-                found += [(u, dq.output[0]) for u in g.consumers.get(dq.output[0], [])]
+                for after in g.consumers.get(dq.output[0], []):
+                    if after.op_type == "Relu" and after.name.endswith(RESTORED_RELU):
+                        # the int16 rung's Relu on a one-sided grid (stages/precision.py):
+                        # on the variance (and variance + eps), never negative, a no-op
+                        hops.append(after)
+                        more = _users(g, after.output[0], hops)
+                        if not more:
+                            return []
+                        found += more
+                    else:
+                        found.append((after, dq.output[0]))
         else:
             found.append((user, name))
     return found

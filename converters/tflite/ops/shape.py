@@ -151,6 +151,42 @@ def convert_concat(ctx: ConversionContext, node: onnx.NodeProto) -> None:
     ctx.bind(node, 0, out)
 
 
+def joins_integer_outputs(ctx: ConversionContext, node: onnx.NodeProto) -> bool:
+    """A float Concat that writes a graph output from integer tensors alone: the packed-output
+    split's Concat (split_packed.py), kept float so that boxes and class scores keep their own
+    int8 scales, which one int8 grid would crush."""
+    return node.op_type == "Concat" and node.output[0] in ctx.g.outputs and all(
+        name and ctx.g.dq(name) is not None and ctx.g.dq(name).source not in ctx.g.const
+        for name in node.input)
+
+
+def convert_output_concat16(ctx: ConversionContext, node: onnx.NodeProto) -> None:
+    """That Concat on integer kernels: each branch QUANTIZEd onto one symmetric int16 grid
+    covering every branch's range, CONCATENATION in int16, one DEQUANTIZE to the float output
+    (a 325-pixel box range leaves the class scores a 0.01 step: finer than the 8-bit steps any
+    one grid would give them, and no float compute op)."""
+    from edgekit.converters.tflite.quant import QParams
+    from edgekit.converters.tflite.sixteen import INT16_MAX
+
+    values = [ctx.value(ctx.g.dq(name).source) for name in node.input]
+    bound = 0.0
+    for v in values:
+        qp = v.qparams
+        top = qp.s * INT16_MAX if qp.dtype == "int16" else qp.s * max(abs(-128 - qp.zp), abs(127 - qp.zp))
+        bound = max(bound, top)
+    grid = QParams.per_tensor(max(bound, 1e-12) / INT16_MAX, 0, "int16")
+    rank = len(ctx.g.shape(node.output[0]))
+    values, perm = ctx.align(values, rank)
+    values = [ctx.requant(v, grid) for v in values]
+    joined = ctx.new_value(ctx.g.shape(node.output[0]), perm, grid, f"{node.name}_16")
+    opts = S.ConcatenationOptionsT()
+    opts.axis = perm.index(int(ctx.attrs(node)["axis"]) % rank)
+    ctx.emit(Op.CONCATENATION, values, [joined], opts)
+    out = ctx.output(node, 0, perm, None)
+    ctx.emit(Op.DEQUANTIZE, [joined], [out])
+    ctx.bind(node, 0, out)
+
+
 SPECS = {
     "Reshape": OpSpec(convert_reshape),
     "Flatten": OpSpec(convert_reshape),

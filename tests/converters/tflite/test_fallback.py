@@ -97,10 +97,10 @@ def test_layernorm_is_written_as_int16_builtins(qdq_models):
     assert within[0] >= 0.99, f"{within[0]:.2%} within one step (worst {worst[0]:.1f})"
     assert model.float_ops == [], model.float_ops
     names = [name for name, _ in ops_of(model.data)]
-    i = names.index("RSQRT") - 6
-    assert names[i:i + 10] == ["QUANTIZE", "MEAN", "SUB", "MUL", "MEAN", "ADD", "RSQRT",
-                               "MUL", "MUL", "ADD"]
-    assert names[i + 10] == "QUANTIZE" and names.count("CONV_2D") == 1
+    i = names.index("DIV") - 8
+    assert names[i:i + 11] == ["QUANTIZE", "MEAN", "SUB", "MUL", "MEAN", "ADD", "SQRT", "MAXIMUM",
+                               "DIV", "MUL", "ADD"]
+    assert names[i + 11] == "QUANTIZE" and names.count("CONV_2D") == 1
 
 
 def test_op_without_converter_is_refused_with_its_name(qdq_models):
