@@ -157,7 +157,8 @@ def eliminate(x: np.ndarray, y: np.ndarray, keep: int,
 
 
 def eliminate_gram(h: np.ndarray, target: np.ndarray, keep: int, prior: np.ndarray,
-                   scale: np.ndarray | None = None) -> tuple[list[int], np.ndarray, list[float]]:
+                   scale: np.ndarray | None = None,
+                   ridge_share: float | None = None) -> tuple[list[int], np.ndarray, list[float]]:
     """Backward elimination on the moments: ``h`` (C+1 square, the constant row last) is the
     input's Gram matrix, ``target`` (out x C+1) the dense output against the input, ``prior``
     the dense weights and bias the ridge pulls towards. ``scale`` weighs each output row
@@ -171,7 +172,8 @@ def eliminate_gram(h: np.ndarray, target: np.ndarray, keep: int, prior: np.ndarr
     channels = h.shape[0] - 1
     scale = np.ones(target.shape[0]) if scale is None else scale
     h = h.copy()
-    ridge = RIDGE * float(np.mean(np.diag(h)[:channels]))
+    share = RIDGE if ridge_share is None else ridge_share
+    ridge = share * float(np.mean(np.diag(h)[:channels]))
     h[np.arange(channels + 1), np.arange(channels + 1)] += ridge
     weighted = (target + ridge * prior) * scale[:, None]
     hinv = np.linalg.inv(h)
