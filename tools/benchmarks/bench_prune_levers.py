@@ -93,6 +93,10 @@ def main() -> int:
     parser.add_argument("--ridge", type=float, default=None)
     parser.add_argument("--no-bn-weight", action="store_true")
     parser.add_argument("--skip-magnitude", action="store_true")
+    parser.add_argument("--save", type=Path, default=None,
+                        help="torch.save the refit model here (a later run's --load)")
+    parser.add_argument("--load", type=Path, default=None,
+                        help="a --save file: skip selection and refit, distil it")
     args = parser.parse_args()
     import torch
     from bench_prune_select import efficientnet, expansion_groups
@@ -155,16 +159,22 @@ def main() -> int:
         reestimate_batchnorm(mag, [calib])
         record("magnitude + BatchNorm re-estimated", mag, time.perf_counter() - start)
     start = time.perf_counter()
-    rec, report = prune_structured(net, example, 0.0, widths, calib=[calib])
-    took = time.perf_counter() - start
+    if args.load:
+        rec, consumers, took = torch.load(args.load, weights_only=False)
+    else:
+        rec, report = prune_structured(net, example, 0.0, widths, calib=[calib])
+        took = time.perf_counter() - start
+        consumers = [f.consumer for f in report.reconstruction.layers]
+        print("refit errors by layer:", [round(f.error_refit, 3)
+                                         for f in report.reconstruction.layers], flush=True)
+        if args.save:
+            torch.save((rec, consumers, took), args.save)
     record("reconstruction + least-squares refit", rec, took)
-    errors = [round(f.error_refit, 3) for f in report.reconstruction.layers]
-    print("refit errors by layer:", errors, flush=True)
     final = rec
     if args.steps:
         crops = distill_crops(args.distill)
         start = time.perf_counter()
-        features = [f.consumer for f in report.reconstruction.layers] if args.features else None
+        features = consumers if args.features else None
         result = distill(rec, net, [crops], args.steps, seed=0, progress=False,
                          seconds=args.distill_seconds, features=features)
         print(f"distillation: {result.distill_steps} steps, loss {result.loss_before} -> "
