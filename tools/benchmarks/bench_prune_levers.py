@@ -128,7 +128,10 @@ def main() -> int:
     goal = op_seconds_by_module(prune_structured(net, example, 0.0, uniform)[0], example,
                                 profile)[1]
     widths = uniform
-    if args.widths == "reconstruction":
+    if args.load:  # the saved model's widths: estimated below, not planned again
+        widths = {n: int(m.out_channels) for n, m in torch.load(
+            args.load, weights_only=False)[0].named_modules() if n in uniform}
+    elif args.widths == "reconstruction":
         widths = plan_by_reconstruction(net, example, [calib], profile, goal).widths
     plan_s = time.perf_counter() - start
     pruned_s = op_seconds_by_module(prune_structured(net, example, 0.0, widths)[0], example,
