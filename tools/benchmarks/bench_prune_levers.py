@@ -90,6 +90,8 @@ def main() -> int:
     parser.add_argument("--distill", type=int, default=512, help="distillation crops")
     parser.add_argument("--features", action="store_true")
     parser.add_argument("--int8", action="store_true")
+    parser.add_argument("--dense-int8", action="store_true",
+                        help="only the dense model's int8 artifact: the ceiling")
     parser.add_argument("--ridge", type=float, default=None)
     parser.add_argument("--no-bn-weight", action="store_true")
     parser.add_argument("--skip-magnitude", action="store_true")
@@ -123,6 +125,16 @@ def main() -> int:
     example = (torch.from_numpy(calib[:1]),)
     profile = load_profile("rpi4")
     dense_s = op_seconds_by_module(net, example, profile)[1]
+    if args.dense_int8:
+        with torch.no_grad():
+            want = torch.cat([net(torch.from_numpy(val[i:i + 16])) for i in
+                              range(0, len(val), 16)]).numpy()
+        share = int8_agreement(net, example, calib, val, want)
+        k, n = round(share * len(val)), len(val)
+        low, high = wilson(k, n)
+        print(f"| dense int8 artifact (edgekit build --target rpi4) | {k}/{n} = {share:.1%} "
+              f"| [{low:.1%}, {high:.1%}] |", flush=True)
+        return 0
     start = time.perf_counter()
     uniform = {n: kept_channels(c, args.ratio) for n, c in expansion_groups(net, example).items()}
     goal = op_seconds_by_module(prune_structured(net, example, 0.0, uniform)[0], example,
