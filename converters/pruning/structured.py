@@ -149,7 +149,8 @@ def prune_structured(model: Any, example_args: tuple[Any, ...], ratio: float,
         group.prune(idxs=drop)
     if pending:
         order = forward_order(model, example_args)[0]
-        report.reconstruction = prune_by_reconstruction(pruned, model, pending, calib, order)
+        report.reconstruction = prune_by_reconstruction(pruned, model, pending, calib, order,
+                                                        example_args)
     after = layer_channels(pruned)
     report.channels = {name: [before[name], after.get(name, 0)] for name in before}
     report.params_after = sum(p.numel() for p in pruned.parameters())

@@ -210,9 +210,10 @@ def measure_groups(model: Any, args: tuple[Any, ...], inputs: list[np.ndarray],
     return found
 
 
-def _measure(model: Any, args: tuple[Any, ...], inputs: list[np.ndarray], profile: Any,
-             samples: int) -> tuple[list[Group], float]:
-    import torch
+def latency_groups(model: Any, args: tuple[Any, ...],
+                   profile: Any) -> tuple[list[tuple[Group, Any]], float]:
+    """Every prunable group of ``model`` with its latency share (no error measured yet),
+    beside torch-pruning's group, and the dense estimate."""
     import torch_pruning as tp
 
     from .structured import _grouped, _roots, output_layers
@@ -222,23 +223,40 @@ def _measure(model: Any, args: tuple[Any, ...], inputs: list[np.ndarray], profil
     order, pooled = forward_order(model, args)
     position = {n: i for i, n in enumerate(order)}
     seconds, total = op_seconds_by_module(model, args, profile)
+    found = []
+    ignored = output_layers(graph) + _grouped(graph)
+    for tp_group in graph.get_all_groups(ignored_layers=ignored,
+                                         root_module_types=list(_roots())):
+        root = names.get(tp_group[0].dep.target.module)
+        channels = len(tp_group[0].idxs)
+        if root is None or channels <= ROUND_TO:
+            continue
+        members = sorted({names[i.dep.target.module] for i in tp_group
+                          if i.dep.target.module in names})
+        group = Group(root, channels, members, position.get(root, len(order)))
+        group.op_seconds = {m: seconds[m] for m in members if seconds.get(m)}
+        group.latency_s = sum(group.op_seconds.values())
+        if root in pooled:
+            group.protected = "squeeze-excite"
+        found.append((group, tp_group))
+    return found, total
+
+
+def _measure(model: Any, args: tuple[Any, ...], inputs: list[np.ndarray], profile: Any,
+             samples: int) -> tuple[list[Group], float]:
+    import torch
+    import torch_pruning as tp
+
     data = [torch.from_numpy(np.ascontiguousarray(a[:samples])) for a in inputs]
     dense = _outputs(model, data)
     norm_data = [np.ascontiguousarray(a[:BN_SAMPLES]) for a in inputs]
     importance = tp.importance.MagnitudeImportance(p=2)
     groups: list[Group] = []
-    ignored = output_layers(graph) + _grouped(graph)
-    for tp_group in graph.get_all_groups(ignored_layers=ignored,
-                                         root_module_types=list(_roots())):
+    found, total = latency_groups(model, args, profile)
+    for group, tp_group in found:
         scores = importance(tp_group)
-        root = names.get(tp_group[0].dep.target.module)
-        if scores is None or root is None or len(scores) <= ROUND_TO:
+        if scores is None:
             continue
-        members = sorted({names[i.dep.target.module] for i in tp_group
-                          if i.dep.target.module in names})
-        group = Group(root, len(scores), members, position.get(root, len(order)))
-        group.op_seconds = {m: seconds[m] for m in members if seconds.get(m)}
-        group.latency_s = sum(group.op_seconds.values())
         ranking = torch.argsort(scores).tolist()
         group.errors[group.channels] = 0.0
         for width in sorted({kept_channels(group.channels, f) for f in MEASURED}
@@ -250,8 +268,6 @@ def _measure(model: Any, args: tuple[Any, ...], inputs: list[np.ndarray], profil
             finally:
                 for handle in handles:
                     handle.remove()
-        if root in pooled:
-            group.protected = "squeeze-excite"
         groups.append(group)
     _protect(groups)
     return groups, total
