@@ -5,7 +5,7 @@ model on the suite's 156 held-out crops (val.npz, photos disjoint from calibrati
 Wilson 95% interval, and the seconds the recipe took:
 
 * widths: ``uniform`` (every expansion group by ``--ratio``, the rest whole, as
-  ``tools/bench_prune_select.py --expansion-only``) or ``reconstruction``
+  ``tools/benchmarks/bench_prune_select.py --expansion-only``) or ``reconstruction``
   (``converters/pruning/recon_plan.py``: reconstruction's own error per latency saved, at
   the uniform ratio's estimated latency, so both are compared at equal latency);
 * selection: magnitude (+ BatchNorm re-estimated) and reconstruction + least-squares refit;
