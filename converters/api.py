@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edgekit.converters.core.interrupt import preload
 from edgekit.targets import load_profile
 
 from edgekit.errors import ModelFormatError, UserError
 from edgekit.tempfiles import check_writable, remove_stale_beside
 
 from .context import BuildConfig, BuildContext, new_workdir, temp_under
-from .interrupt import preload
 from .pipeline import Pipeline, Plan, plan
 
 __all__ = ["BuildConfig", "BuildResult", "build", "plan_for", "stages_for"]
@@ -158,7 +158,7 @@ def build(source: Any, example_inputs: Any = None, *, target: str | None = None,
         load_private_key(config.sign_key)  # a bad key fails now, not after the whole build
     remove_stale_beside(out)  # temp files of an interrupted build into the same path
     workdir = new_workdir()
-    from .content_key import content_key
+    from edgekit.converters.core.content_key import content_key
 
     ctx = BuildContext(config=config, profile=profile, workdir=workdir,
                        report=say, output_path=out, content_key=content_key(config, profile))

@@ -140,7 +140,7 @@ class Dataset:
     source: str = ""
     synthetic: bool = False
     axes: dict[str, int] = field(default_factory=dict)  # input -> its model batch axis, if not 0
-    # output -> its batch axis, if not 0 (converters/output_axes.py measures it): the runner
+    # output -> its batch axis, if not 0 (converters/core/output_axes.py measures it): the runner
     # joins each output's runs on that axis and hands them back samples first
     out_axes: dict[str, int] = field(default_factory=dict)
 
@@ -204,7 +204,7 @@ class BuildContext:
     warnings: list[str] = field(default_factory=list)
     output_path: Path | None = None
     artifact_bytes: int = 0
-    content_key: str = ""  # sha256 of what decides the artifact's bytes (converters/content_key.py)
+    content_key: str = ""  # sha256 of what decides the artifact's bytes (converters/core/content_key.py)
     timings: Timings = field(default_factory=Timings)  # shared by forks (see Timings)
     torch_export: Any = None  # PyTorch sources: the model + exported file, for check_export
 

@@ -21,10 +21,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from edgekit.converters.graph.check import check_stage
+
 from edgekit.errors import EdgekitError, InternalError, UserError
 
 from .context import BuildContext
-from .graph_check import check_stage
 
 # The stage order, written once: name -> "module:Class" (lazy, so listing stages imports
 # nothing heavy). This is the order of a build that prunes; see ``plan`` for the others.

@@ -106,7 +106,7 @@ def summary_lines(result: Any) -> list[str]:
             lines.append(f"  worst slice: {worst['output']} channels {worst['channels'][0]}..{worst['channels'][1]} "
                          f"SQNR {worst['sqnr_db']:.1f} dB, {worst['decisions_changed']:.1%} decisions changed")
         if "host_speed" in val:
-            from .host_speed import summary_line
+            from edgekit.converters.estimate.host_speed import summary_line
 
             lines.append(summary_line(val["host_speed"]))
         if not val.get("verified", True):

@@ -16,7 +16,7 @@ DIGITS_NPZ = EXAMPLE / "digits.npz"
 SAMPLES = EXAMPLE / "samples"
 
 sys.path.insert(0, str(ROOT / "tools"))  # ``import zoo`` (tools/zoo: reference models); tools.* import from the root
-# every model a build stage writes is checked (converters/graph_check.py): valid ONNX, loads
+# every model a build stage writes is checked (converters/graph/check.py): valid ONNX, loads
 # in onnxruntime, unique node and tensor names; users' builds skip it for speed
 os.environ.setdefault("EDGEKIT_CHECK_GRAPHS", "1")
 

@@ -74,7 +74,7 @@ def timings_table(timings: dict[str, float], total: float) -> str:
 def build_kwargs(ctx: click.Context, options: dict[str, Any]) -> dict[str, Any]:
     """The parsed flags as ``edgekit.converters.build`` keyword options (``BuildConfig``
     fields); ``edgekit matrix`` builds its cells from these too."""
-    from edgekit.converters.data import load_preprocess_toml
+    from edgekit.converters.inputs.datasets import load_preprocess_toml
     from edgekit.targets import list_profiles
 
     o = options

@@ -51,7 +51,7 @@ def _named(model: str, shapes: list[tuple[int, ...]] | dict[str, tuple[int, ...]
         return shapes or None
     from edgekit.converters.estimate.graph import load_model
     from edgekit.converters.estimate.tflite_graph import TFLiteModel, tflite_bytes
-    from edgekit.converters.io_spec import describe_io, named_shapes
+    from edgekit.converters.graph.io_spec import describe_io, named_shapes
 
     tflite = tflite_bytes(model)
     if tflite is not None:  # fixed shapes: name them in order, the estimator compares

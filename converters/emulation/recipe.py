@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgekit.converters.cache import user_cache_dir
+from edgekit.converters.core.cache import user_cache_dir
 
 from edgekit.errors import TargetError
 

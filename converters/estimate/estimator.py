@@ -141,8 +141,8 @@ def estimate(source: Any, target: Any = "rpi4", threads: list[int] | None = None
     model_proto = load_model(source)
     open_dims = _open_dims(model_proto, input_shapes or {})
     if input_shapes:
-        from ..io_spec import describe_io, named_shapes
-        from ..shapes import pin_inputs
+        from edgekit.converters.graph.io_spec import describe_io, named_shapes
+        from edgekit.converters.graph.shapes import pin_inputs
 
         model_proto = pin_inputs(model_proto, named_shapes(input_shapes,
                                                            describe_io(model_proto)[0]))

@@ -16,9 +16,10 @@ import io
 from pathlib import Path
 from typing import Any
 
+from edgekit.converters.graph.shapes import fixed_input_shapes
+
 from edgekit.errors import ModelFormatError, UnsupportedModelError
 
-from ..shapes import fixed_input_shapes
 from .quantized import fuse_qdq, simulate_int8, strip_qdq
 from .types import DROPPED, QDQ, SHAPE_OPS, Graph, Node, TensorInfo, resolve
 

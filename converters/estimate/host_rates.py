@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from edgekit.converters.core.cache import user_cache_dir
 
-from ..cache import user_cache_dir
 from .cost import PER_KIND, CostModel
 from .graph import read_graph
 from .measure import memory, random_feeds, session, time_runs

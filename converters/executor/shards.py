@@ -54,7 +54,7 @@ class OutputsTask:
     exact_int8: bool
 
     def __call__(self, data: Dataset) -> list[np.ndarray]:
-        from ..runner import run_dataset
+        from edgekit.converters.core.runner import run_dataset
 
         return run_dataset(self.model, data, exact_int8=self.exact_int8)
 
@@ -63,7 +63,7 @@ def run_dataset_on(executor: Executor, model: Path, data: Dataset, *, exact_int8
                    shards: int = DEFAULT_SHARDS, label: str = "validating",
                    quiet: bool = False) -> list[np.ndarray]:
     """``runner.run_dataset(model, data)`` with the samples split over the executor."""
-    from ..runner import run_dataset
+    from edgekit.converters.core.runner import run_dataset
 
     bounds = shard_bounds(len(data), shards)
     if executor.name == "local" or len(bounds) < 2:

@@ -60,7 +60,7 @@ def plan_cells(spec: MatrixSpec, defaults: Defaults, request: Request
     Option tables with unknown keys or bad values fail the whole matrix (``UserError``):
     they hold for many cells."""
     from edgekit.converters import BuildConfig
-    from edgekit.converters.content_key import content_key
+    from edgekit.converters.core.content_key import content_key
     from edgekit.targets import load_profile
 
     common = defaults(spec.options, "options")

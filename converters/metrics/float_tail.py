@@ -65,9 +65,8 @@ def float_step(model: Any, output: str, feeds: dict[str, np.ndarray],
     """The largest change of any element of ``output`` over ``DRAWS`` random-sign one-step
     moves of every element of its int8 boundary, on ``feeds`` (0.0: no int8 boundary)."""
     import onnx
+    from edgekit.converters.core.runner import one_by_one, session
     from onnx import numpy_helper
-
-    from ..runner import one_by_one, session
 
     boundary = int8_boundary(model, output)
     if not boundary:

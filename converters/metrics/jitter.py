@@ -177,7 +177,7 @@ def jitter_moves(model: Any, feeds: dict[str, np.ndarray], outputs: list[str],
     """Per output, each element's largest |jittered - recorded| over ``DRAWS`` sign draws on
     ``feeds`` (one sample at a time, on each input's batch axis: ``axes``), in the output's
     own units, all on the host's exact int8 path."""
-    from ..runner import one_by_one, session
+    from edgekit.converters.core.runner import one_by_one, session
 
     draws = [m for m in (jittered(model, SEED + d) for d in range(DRAWS)) if m is not None]
     if not draws:

@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from edgekit.converters.inputs.datasets import has_data, load_dataset
 
 from ..context import BuildConfig, BuildContext, Dataset
-from ..data import has_data, load_dataset
 from .structured import prune_structured
 from .widths import WidthPlan, measure_groups, op_seconds_by_module, plan_widths
 

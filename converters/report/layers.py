@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from edgekit.converters.core.runner import session
 
 from edgekit.numerics.sqnr import sqnr_from_sums
 
 from ..context import Dataset
-from ..runner import session
 
 # ops whose arithmetic is the model's cost and its quantization error
 COMPUTE_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Einsum", "LSTM", "GRU", "RNN"})
@@ -89,7 +89,7 @@ def precision(node: Any, producers: Mapping[str, Any], types: Mapping[str, int])
         return "int16" if "int16" in widths else "int8"
     if any(types.get(name) == TensorProto.FLOAT16 for name in [*inputs, node.output[0]]):
         return "fp16"
-    # the fp16 rung (stages/precision.py): float16 weights read through a Cast to float
+    # the fp16 rung (ptq/precision.py): float16 weights read through a Cast to float
     casts = [producers.get(name) for name in inputs[1:]]
     if any(c is not None and c.op_type == "Cast" and types.get(c.input[0]) == TensorProto.FLOAT16
            for c in casts):

@@ -16,7 +16,7 @@ Then (``run_guard``):
    scored by the task metric;
 4. rebuilds: the best 1, 2, 4 ... of them (at most ``--guard-steps``), each up the ladder
    ``ladder(profile)`` cheapest rung first (int16 activations for 16x8 ops, fp16 where the CPU has
-   it, float: ``stages/precision.py``), until one is no longer a miss and not worse than the reference.
+   it, float: ``ptq/precision.py``), until one is no longer a miss and not worse than the reference.
 
 The work is candidates x samples plus rebuilds x samples, the same on a busy or a quiet machine,
 so the same inputs give the same artifact. ``--guard-time`` is only an outer safety limit: when it
@@ -35,13 +35,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edgekit.converters.graph.check import check_stage
+from edgekit.converters.metrics.task_accuracy import Scorer, TaskScore
+from edgekit.converters.tflite.shipped import FORMAT_NAMES
+
 from edgekit.errors import BudgetError
 
 from ..context import BuildContext
-from ..graph_check import check_stage
-from ..shipped import FORMAT_NAMES
 from ..stages.quantize import QuantizeConfig
-from ..task_accuracy import Scorer, TaskScore
 from .guard_report import Progress, at_fault, table
 
 LADDER: tuple[str, ...] = ("int8", "int16", "fp16", "float")  # every rung, cheapest first
@@ -222,7 +223,7 @@ def shipped_keep_float(ctx: BuildContext, nodes: list[str], rung: str) -> list[s
     """The .tflite writer's keep_float for a guard attempt: the user's nodes, the attempt's
     at the fp16 / float rungs, and the packed outputs' Concats (split_packed.py: the writer must
     not give a packed output one int8 scale again; YOLOv8n kept 26% of its detections)."""
-    from ..shipped import Shipped
+    from edgekit.converters.tflite.shipped import Shipped
 
     return Shipped(ctx).keep_float(nodes if rung in ("fp16", "float") else ())
 

@@ -209,7 +209,7 @@ def hardware_figures(est: Any, profile: Any, rate_hz: float,
 def accuracy_figures(reference: np.ndarray, candidate: np.ndarray,
                      labels: np.ndarray | None) -> dict[str, Any]:
     """Drop against the dense float reference: top-1 points when labelled, else cosine."""
-    from ..runner import compare
+    from edgekit.converters.core.runner import compare
 
     metrics = compare(reference, candidate, labels)
     if "accuracy_int8" in metrics:

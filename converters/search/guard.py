@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from edgekit.converters.core.runner import run_dataset, session
 
 from edgekit.numerics.sqnr import CAP_DB
 from edgekit.numerics.sqnr import sqnr_db as _sqnr_db
 from edgekit.numerics.sqnr import sqnr_from_sums as _sqnr_from_sums
 
 from ..context import Dataset
-from ..runner import run_dataset, session
 
 SAMPLES = 32  # calibration samples per sensitivity run
 LOCAL_SAMPLES = 4  # samples of the one float run giving each activation's local SQNR
@@ -354,7 +354,7 @@ def nodes_of(plan: list[Sensitivity]) -> list[str]:
 def rungs_for(plan: list[Any], rungs: tuple[str, ...]) -> list[str]:
     """The rungs above int8 worth a rebuild for ``plan``: int16 only helps when an activation
     is among its tensors and one of its nodes has a 16x8 kernel (weights stay int8 there)."""
-    from ..stages.precision import INT16_OPS
+    from edgekit.converters.ptq.precision import INT16_OPS
 
     out = []
     for rung in rungs[1:]:

@@ -7,7 +7,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..task_accuracy import TaskScore
+    from edgekit.converters.metrics.task_accuracy import TaskScore
+
     from .autoguard import GuardOutcome
 
 

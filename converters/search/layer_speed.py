@@ -71,10 +71,11 @@ def slower_layers(path: Path, profile: Any) -> dict[str, list[str]]:
 
 def time_ratio(ctx: BuildContext, base: Path, other: Path) -> tuple[float, str]:
     """(time of ``other`` / time of ``base``, where the figures come from)."""
+    from edgekit.converters.core.runner import session
+    from edgekit.converters.estimate.host_speed import paired
+
     from edgekit.device.cpu import exact_int8_needs_unfused
 
-    from ..host_speed import paired
-    from ..runner import session
     from ..stages.quantize import runs_here
 
     if runs_here(ctx):
@@ -126,8 +127,9 @@ def choose_layers_by_speed(ctx: BuildContext) -> None:
 
 
 def _try_groups(ctx: BuildContext, found: dict[str, list[str]], section: dict[str, Any]) -> None:
+    from edgekit.converters.metrics.task_accuracy import Scorer
+
     from ..stages.validate import record_choice
-    from ..task_accuracy import Scorer
     from .autoguard import rebuild
 
     method = ctx.validation["method"]

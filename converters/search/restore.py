@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from edgekit.converters.core.runner import run_dataset, session
 
 from ..context import Dataset
-from ..runner import run_dataset, session
 from .guard import FUSED_ACTIVATIONS, Q_SUFFIX, Sensitivity, fix_set, local_sqnr, sqnr_db
 
 CANDIDATES = 24   # tensors restored one at a time
@@ -88,7 +88,7 @@ def restored(qdq: Any, float_model: Any, items: list[Restorable]) -> bytes:
     have = {i.name for i in copy.graph.initializer}
     weights = {i.name: i for i in float_model.graph.initializer}
     float_nodes = {n.name: n for n in float_model.graph.node}
-    from ..graph_names import Names
+    from edgekit.converters.graph.names import Names
 
     names = Names(copy.graph)  # two items may re-apply one folded activation: fresh names
     rewire = {}

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from edgekit.converters.metrics.task_accuracy import BuildMetric
 
 from edgekit.errors import BudgetError, TargetError, UserError
 
@@ -44,7 +45,6 @@ from ..executor.shards import build_outputs
 from ..pipeline import Pipeline, Plan, Rejected, StageConfig, check_order
 from ..stages.calibrate import CalibrateConfig
 from ..stages.prune import PruneConfig, check_ratio
-from ..task_accuracy import BuildMetric
 from . import budgets as B
 from .cache import PrefixCache
 from .dispatch import candidate_builds
@@ -331,7 +331,8 @@ class Search:
 
     def _package(self, cand: Candidate, ranked: list[Candidate]) -> bool:
         """Package ``cand``; False (and no file left) when the written artifact is too big."""
-        from ..qdq import float_nodes
+        from edgekit.converters.graph.qdq import float_nodes
+
         from .guard import Sensitivity
         from .table import manifest_section
 
@@ -386,8 +387,7 @@ class Search:
 
 def _quantized_inputs(model: bytes) -> set[str]:
     import onnx
-
-    from ..qdq import input_quantization
+    from edgekit.converters.graph.qdq import input_quantization
 
     return set(input_quantization(onnx.load_model_from_string(model)))
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgekit.converters.metrics.task_accuracy import Scorer
+
 from edgekit.errors import UserError
 
 from ..context import BuildContext
-from ..task_accuracy import Scorer
 
 OBJECTIVES = ("accuracy", "latency")
 # An estimate within 2% either way is no verdict: a model whose work stays float at int8 (a

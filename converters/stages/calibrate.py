@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from edgekit.converters.core.interrupt import interruptible
+from edgekit.converters.inputs.sharded import optimized_session
 
 from edgekit.errors import UserError
 
 from ..context import CALIBRATION_METHODS, BuildContext, Dataset
-from ..interrupt import interruptible
 from ..pipeline import Stage, StageConfig
-from ..sharded_calibration import optimized_session
 
 CHUNK_SAMPLES = 8  # samples per collect_data call: bounds the calibrator's memory
 # Entropy with ORT's defaults keeps 128 bins, which reproduces MinMax exactly; these give a
@@ -137,10 +137,10 @@ class Calibrate(Stage):
     def _sharded(self, ctx: BuildContext, batched: bool, options: dict[str, dict[str, Any]],
                  asked: list[str]) -> dict[str, object]:
         """The same ranges, computed on shards of the data by the build's executor."""
+        from edgekit.converters.inputs.sharded import Recipe, calibrate_sharded
         from onnxruntime.quantization.calibrate import save_tensors_data
 
         from ..executor.shards import executor_for
-        from ..sharded_calibration import Recipe, calibrate_sharded
 
         recipe = Recipe(ctx.float_path.read_bytes(), batched, CHUNK_SAMPLES, options)
         found = calibrate_sharded(executor_for(ctx.config.executor), recipe, ctx.calib,
@@ -155,9 +155,8 @@ class Calibrate(Stage):
     def _per_tensor(self, ctx: BuildContext, computed: dict[str, object], batched: bool,
                     symmetric: bool) -> None:
         """Each tensor's range from the method that quantizes its values best (range_choice.py)."""
+        from edgekit.converters.ptq.range_choice import combine, sample_values
         from onnxruntime.quantization.calibrate import save_tensors_data
-
-        from .range_choice import combine, sample_values
 
         data = ctx.calib
         tensors = list(computed["minmax"].keys())  # type: ignore[attr-defined]

@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from edgekit.converters.core.runner import run_dataset, samples_first
 
 from edgekit.errors import ExportError
 
 from ..context import BuildContext
 from ..pipeline import Stage
-from ..runner import run_dataset, samples_first
 
 TOLERANCE = 1e-4  # max |onnx - torch| / max |torch| per output
 TORCH_BATCH = 32

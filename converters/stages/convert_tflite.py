@@ -39,7 +39,7 @@ class ConvertTflite(Stage):
         return self.used
 
     def run(self, ctx: BuildContext) -> None:
-        from ..shipped import tflite_entry, write_tflite
+        from edgekit.converters.tflite.shipped import tflite_entry, write_tflite
 
         keep_float = set(ctx.quantization.get("keep_float") or [])
         strict = bool(ctx.config.strict_int8)
@@ -103,10 +103,10 @@ class ConvertTflite(Stage):
     def _check(self, ctx: BuildContext, entry: dict[str, Any], model: Any) -> dict[str, Any]:
         """LiteRT vs onnxruntime int8 on a few held-out samples: the fraction of output
         elements within one quantization step, and top-1 accuracy when labels are known."""
-        from edgekit.backends.litert import LiteRTBackend
+        from edgekit.converters.core.runner import compare, run_dataset
+        from edgekit.converters.tflite.shipped import run_tflite
 
-        from ..runner import compare, run_dataset
-        from ..shipped import run_tflite
+        from edgekit.backends.litert import LiteRTBackend
 
         if not LiteRTBackend.available():
             ctx.warn("tflite: ai-edge-litert is not installed here; the .tflite is unchecked")

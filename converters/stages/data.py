@@ -11,12 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from edgekit.converters.inputs.checks import (
+    check_calibration_size,
+    check_trained,
+    check_value_range,
+)
+from edgekit.converters.inputs.datasets import data_label, has_data, load_dataset
 
 from edgekit.errors import CalibrationError, UserError
 
 from ..context import BuildContext
-from ..data import data_label, has_data, load_dataset
-from ..input_checks import check_calibration_size, check_trained, check_value_range
 from ..pipeline import Stage
 
 
@@ -58,7 +62,9 @@ class LoadData(Stage):
         limit = config.calib_samples + (0 if has_data(config.val) else config.val_samples)
         fed = [i for i in ctx.inputs if i["name"] not in config.consts]  # --const: not data
         if ctx.source_info.get("format") == "onnx" and config.input_shape is not None:
-            from ..io_spec import named_shapes  # --input-shape sizes what the data is read as
+            from edgekit.converters.graph.io_spec import (
+                named_shapes,  # --input-shape sizes what the data is read as
+            )
 
             asked = named_shapes(config.input_shape, ctx.inputs)
             fed = [dict(i, shape=list(asked[i["name"]])) if i["name"] in asked else i

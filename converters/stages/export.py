@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edgekit.converters.graph.io_spec import describe_io, refuse_scalar_outputs
+
 from edgekit.artifact.archive import sha256_file
 from edgekit.errors import ExportError, ModelFormatError
 
 from ..context import BuildContext
-from ..io_spec import describe_io, refuse_scalar_outputs
 from ..pipeline import Stage
 
 MAX_TRACER_WARNINGS = 3
@@ -62,8 +63,8 @@ class ExportTorch(Stage):
     def run(self, ctx: BuildContext) -> None:
         import onnx
         import torch
+        from edgekit.converters.inputs.checks import check_weights_loaded
 
-        from ..input_checks import check_weights_loaded
         from ..pytorch.inputs import example_inputs
         from ..pytorch.onnx_export import export
         from ..pytorch.source import resolve

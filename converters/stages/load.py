@@ -8,17 +8,18 @@ import os
 from pathlib import Path
 from typing import Any
 
+from edgekit.converters.graph.io_spec import describe_io, refuse_scalar_outputs
+from edgekit.converters.graph.map_outputs import unzip_map_outputs
+from edgekit.converters.graph.ml_ops import lower_ml_ops
+from edgekit.converters.graph.names import name_nodes
+from edgekit.converters.graph.opset import default_opset, merge_opset_imports
+from edgekit.converters.tflite.source import is_tflite, tflite_to_onnx
+
 from edgekit.artifact.archive import sha256_file
 from edgekit.errors import ModelFormatError, UnsupportedModelError
 
 from ..context import BuildContext
-from ..graph_names import name_nodes
-from ..io_spec import describe_io, refuse_scalar_outputs
-from ..map_outputs import unzip_map_outputs
-from ..ml_ops import lower_ml_ops
-from ..opset import default_opset, merge_opset_imports
 from ..pipeline import Stage
-from ..tflite_source import is_tflite, tflite_to_onnx
 
 MIN_OPSET = 13  # per-channel QDQ (axis on QuantizeLinear/DequantizeLinear) needs opset 13
 def external_files(model: Any, folder: Path) -> list[Path]:

@@ -10,6 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from edgekit.converters.core.builder import builder
+from edgekit.converters.core.runner import joined
+from edgekit.converters.graph.qdq import snap_to_grid
+from edgekit.converters.inputs.datasets import data_label
 
 import edgekit
 from edgekit.artifact.archive import TEST_VECTORS, encode_test_vectors, sha256_bytes, write_artifact
@@ -17,17 +21,13 @@ from edgekit.backends import BackendOptions, TensorSpec, backends_for
 from edgekit.errors import InternalError
 from edgekit.numerics.clip_counts import calibration_record
 
-from ..builder import builder
 from ..context import BuildContext
-from ..data import data_label
 from ..metrics.float_tail import float_step
 from ..metrics.jitter import jitter_moves
 from ..metrics.tolerance import BASIS, depth, has_attention, head_gain, output_tolerance
 from ..pipeline import Stage
-from ..qdq import snap_to_grid
 from ..report.layers import layer_records
 from ..report.why import wide_reasons
-from ..runner import joined
 
 
 def onnx_entry(ctx: BuildContext) -> None:
@@ -219,7 +219,7 @@ class Package(Stage):
             "schema_version": 1,
             "edgekit_version": edgekit.__version__,
             "builder": builder(),  # the version and, from a checkout, the git commit
-            # no build time: the same inputs give the same bytes (converters/content_key.py)
+            # no build time: the same inputs give the same bytes (converters/core/content_key.py)
             "content_key": ctx.content_key,
             "target": {"name": ctx.profile.name, "sha256": ctx.profile.sha256,
                        "profile": ctx.profile.to_dict()},

@@ -20,11 +20,11 @@ import os
 from typing import Any
 
 import numpy as np
+from edgekit.converters.graph.io_spec import named_shapes
 
 from edgekit.errors import CalibrationError, UserError
 
 from ..context import BuildContext, Dataset
-from ..io_spec import named_shapes
 from ..pipeline import Stage
 
 NUMPY_TYPES = {"float32": np.float32, "float16": np.float16, "float64": np.float64,
@@ -124,9 +124,8 @@ class PinShapes(Stage):
 
     def run(self, ctx: BuildContext) -> None:
         import onnx
-
-        from ..fold_branches import fold_constant_branches
-        from ..shapes import freeze_inputs, pin_inputs
+        from edgekit.converters.graph.fold_branches import fold_constant_branches
+        from edgekit.converters.graph.shapes import freeze_inputs, pin_inputs
 
         config = ctx.config
         model = ctx.float_model
@@ -173,9 +172,9 @@ class PinShapes(Stage):
                    + (f"; frozen {', '.join(sorted(consts))}" if consts else ""))
 
     def _measure_outputs(self, ctx: BuildContext, model: Any) -> None:
-        """Every output's real shape and samples' axis (``converters/output_axes.py``), for
+        """Every output's real shape and samples' axis (``converters/core/output_axes.py``), for
         every later join of per-run outputs: on the datasets and in the manifest."""
-        from ..output_axes import measure_outputs
+        from edgekit.converters.core.output_axes import measure_outputs
 
         axes = measure_outputs(model, ctx.inputs, ctx.outputs, ctx.val or ctx.calib)
         for data in (ctx.calib, ctx.val):

@@ -9,8 +9,9 @@ import contextlib
 import logging
 from typing import Any
 
+from edgekit.converters.graph.names import name_nodes
+
 from ..context import BuildContext
-from ..graph_names import name_nodes
 from ..pipeline import Stage
 
 
@@ -20,9 +21,8 @@ def flat_gemm_biases(graph: Any) -> int:
     broadcasts the same. onnxruntime's quantizer reads a per-channel bias element by element
     and raised "The truth value of an array with more than one element is ambiguous" on a
     row. Returns how many biases were reshaped (a shared one is copied, not edited)."""
+    from edgekit.converters.graph.names import Names
     from onnx import numpy_helper
-
-    from ..graph_names import Names
 
     inits = {i.name: i for i in graph.initializer}
     readers: dict[str, int] = {}

@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from edgekit.converters.core.runner import compare, run_dataset
 
 from edgekit.errors import UnsupportedModelError, UserError
 
 from ..context import BuildContext
 from ..pipeline import Rejected, Stage, StageConfig
-from ..runner import compare, run_dataset
 
 DISTILL_MAX_STEPS = 100_000  # with --distill-time: the time budget ends distillation
 Precheck = Callable[[Path], bool]  # False: the pruned architecture already misses a budget

@@ -13,21 +13,22 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import edgekit.converters.ptq.precision as precision
+
 import edgekit.device.cpu
 
 from ..context import BuildContext
 from ..pipeline import Stage, StageConfig
-from . import precision
 
 
 @dataclass(frozen=True)
 class QuantizeConfig(StageConfig):
     keep_float: tuple[str, ...] = ()  # node names left float (the accuracy guard's plan)
     per_channel: bool = True
-    int16: tuple[str, ...] = ()  # nodes on int16 activations, int8 weights (stages/precision.py)
+    int16: tuple[str, ...] = ()  # nodes on int16 activations, int8 weights (ptq/precision.py)
     fp16: tuple[str, ...] = ()   # nodes left float with float16 weights (targets with fp16 arithmetic)
-    bias_correct: bool = True  # empirical bias correction (stages/bias_correct.py), kept if it pays
-    adaround: float = 0.0  # seconds for AdaRound (stages/adaround.py) per candidate; 0: off
+    bias_correct: bool = True  # empirical bias correction (ptq/bias_correct.py), kept if it pays
+    adaround: float = 0.0  # seconds for AdaRound (ptq/adaround.py) per candidate; 0: off
 
 
 @contextlib.contextmanager
@@ -90,14 +91,13 @@ class Quantize(Stage):
         return self.used
 
     def run(self, ctx: BuildContext) -> None:
+        from edgekit.converters.ptq.int8_pool import pool_in_int8
         from onnxruntime.quantization import (
             CalibrationMethod,
             QuantFormat,
             QuantType,
             quantize_static,
         )
-
-        from ..int8_pool import pool_in_int8
 
         enums = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
                  "entropy": CalibrationMethod.Entropy,
@@ -131,12 +131,12 @@ class Quantize(Stage):
                     reduce_range=reduce_range,
                 )
             if self.config.adaround > 0:  # before bias correction, which then sees its rounding
-                from .adaround import adaround
+                from edgekit.converters.ptq.adaround import adaround
 
                 rounded[method] = adaround(out, ctx.float_path, ctx.calib, self.config.adaround,
                                            quiet=ctx.config.quiet)
             if self.config.bias_correct:
-                from .bias_correct import correct_if_it_pays
+                from edgekit.converters.ptq.bias_correct import correct_if_it_pays
 
                 corrections[method] = correct_if_it_pays(out, ctx.float_path, ctx.calib)
             # the guard's int16/fp16 rungs last: the corrections above work on the int8 graph
@@ -155,8 +155,8 @@ class Quantize(Stage):
 
     def _split_packed(self, ctx: BuildContext) -> list[str]:
         """Concats joining packed outputs' branches, kept float so each branch has its own scale
-        (``converters/split_packed.py``); found once per float model and reported."""
-        from ..split_packed import find_packed_outputs
+        (``converters/ptq/split_packed.py``); found once per float model and reported."""
+        from edgekit.converters.ptq.split_packed import find_packed_outputs
 
         found = [p.to_dict() for p in find_packed_outputs(ctx.float_path, ctx.calib)]
         if ctx.quantization.get("packed_outputs") != found:  # say it once, not on every guard rebuild

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from edgekit.converters.graph.qdq import float_nodes, input_quantization, output_quantization
+from edgekit.converters.metrics.task_accuracy import BuildMetric, Scorer, TaskScore
+from edgekit.converters.tflite.shipped import FORMAT_NAMES
 
 from ..context import BuildContext
 from ..pipeline import Stage
-from ..qdq import float_nodes, input_quantization, output_quantization
-from ..shipped import FORMAT_NAMES
-from ..task_accuracy import BuildMetric, Scorer, TaskScore
 
 REFERENCE_NAME = "onnxruntime quantize_static, QDQ per-channel min-max U8S8"
 
@@ -196,9 +196,10 @@ class Validate(Stage):
     @staticmethod
     def _host_speed(ctx: BuildContext) -> None:
         """For a build for this machine: int8 vs float speed as the backend will run it."""
+        from edgekit.converters.estimate.host_speed import measure
+
         from edgekit.device.cpu import exact_int8_needs_unfused
 
-        from ..host_speed import measure
         from .quantize import runs_here
 
         if not runs_here(ctx):

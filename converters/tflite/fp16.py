@@ -1,6 +1,6 @@
 """fp16 weights: LiteRT's "float16 quantization" form of a layer the guard moved to fp16.
 
-``converters/stages/precision.py`` stores such a layer's weights as float16 initializers
+``converters/ptq/precision.py`` stores such a layer's weights as float16 initializers
 read through ``Cast(to=FLOAT)``. The writer folds each Cast into a float32 constant (its
 values are exactly the fp16 ones) and remembers the name; the op converters then write the
 weight as a FLOAT16 tensor with a DEQUANTIZE to float32 in front of the op, which is how

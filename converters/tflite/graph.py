@@ -188,9 +188,9 @@ class OnnxGraph:
 
 def _fix_batch(model: onnx.ModelProto, batch: int) -> onnx.ModelProto:
     """Copy of the model with a symbolic batch (axis 0) set to ``batch`` throughout the graph,
-    by onnxruntime's ``make_input_shape_fixed`` (converters/shapes.py); any other open dim is
+    by onnxruntime's ``make_input_shape_fixed`` (converters/graph/shapes.py); any other open dim is
     an ``UnsupportedModelError`` (the build pins those from its data before quantizing)."""
-    from ..shapes import fixed_input_shapes
+    from edgekit.converters.graph.shapes import fixed_input_shapes
 
     model = fixed_input_shapes(model, batch, others=None, who="the tflite writer")
     # drop stale intermediate shapes (they may carry the symbolic batch)

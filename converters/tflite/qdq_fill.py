@@ -13,9 +13,8 @@ a MaxPool only picks among them), so onnxruntime's result is reproduced with one
 from __future__ import annotations
 
 import onnx
+from edgekit.converters.graph.names import Names
 from onnx import helper
-
-from ..graph_names import Names
 
 # ops that move bytes without changing values: a Q after them is a Q before them
 SAME_SCALE = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Identity", "Dropout",

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from edgekit.converters import BuildConfig, build
-from edgekit.converters.content_key import content_key
+from edgekit.converters.core.content_key import content_key
 from edgekit.targets import load_profile
 
 from edgekit.artifact.archive import read_artifact

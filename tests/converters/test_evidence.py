@@ -9,7 +9,7 @@ from edgekit.converters import build
 from edgekit.converters.context import BuildConfig
 from edgekit.converters.metrics import get_metric
 from edgekit.converters.metrics.evidence import Evidence, PerSample, compare
-from edgekit.converters.task_accuracy import BuildMetric
+from edgekit.converters.metrics.task_accuracy import BuildMetric
 from edgekit.targets import load_profile
 
 from edgekit.errors import BudgetError

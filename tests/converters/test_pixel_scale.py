@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import pytest
 from edgekit.converters import build
-from edgekit.converters.input_checks import image_shaped, scales_pixels_itself
+from edgekit.converters.inputs.checks import image_shaped, scales_pixels_itself
 from onnx import TensorProto, helper, numpy_helper
 
 from edgekit.errors import CalibrationError

@@ -80,7 +80,7 @@ def test_batchnorm_statistics_are_re_estimated_on_the_data():
 
 def test_onnx_sparsity_zeroes_the_smallest_weights():
     import onnx
-    from edgekit.converters.runner import session
+    from edgekit.converters.core.runner import session
     from onnx import numpy_helper
 
     model = onnx.load(str(DIGITS_ONNX))

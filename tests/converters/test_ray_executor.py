@@ -121,7 +121,7 @@ def test_a_killed_worker_task_is_retried_and_the_map_completes(cluster, tmp_path
 
 
 def test_validation_in_shards_equals_one_process(cluster, digits_data):
-    from edgekit.converters.runner import run_dataset
+    from edgekit.converters.core.runner import run_dataset
 
     data = Dataset({"image": digits_data[0][:200]})
     assert len(shard_bounds(len(data), 4)) == 4
@@ -137,7 +137,7 @@ def test_calibration_merged_from_shards_equals_one_process(cluster, digits_data,
     per-shard histograms differs. (Entropy with few bins: its threshold search is quadratic.)"""
     import json
 
-    from edgekit.converters.sharded_calibration import Recipe, calibrate_sharded, optimized_session
+    from edgekit.converters.inputs.sharded import Recipe, calibrate_sharded, optimized_session
     from edgekit.converters.stages.calibrate import PERCENTILE_OPTIONS, _ListReader, feeds
     from onnxruntime.quantization import CalibrationMethod
     from onnxruntime.quantization.calibrate import create_calibrator, save_tensors_data

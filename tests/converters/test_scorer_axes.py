@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from edgekit.converters.context import BuildConfig, Dataset
-from edgekit.converters.task_accuracy import Scorer
+from edgekit.converters.metrics.task_accuracy import Scorer
 from onnx import TensorProto, helper
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import onnx
 import pytest
-from edgekit.converters.shapes import fixed_input_shapes
+from edgekit.converters.graph.shapes import fixed_input_shapes
 from onnx import TensorProto, helper
 
 from edgekit.errors import UnsupportedModelError

@@ -8,7 +8,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from edgekit.converters import build
-from edgekit.converters.runner import compare
+from edgekit.converters.core.runner import compare
 
 import edgekit
 from edgekit.artifact.archive import read_artifact

@@ -11,7 +11,7 @@ import pytest
 import torch
 from edgekit.converters import build
 from edgekit.converters.context import BuildConfig
-from edgekit.converters.input_checks import check_trained, wilson_lower
+from edgekit.converters.inputs.checks import check_trained, wilson_lower
 
 from edgekit.errors import ExportError
 

@@ -166,8 +166,8 @@ def held_out(name: str, artifact: Path, metric: str) -> str:
     parts = []
     with tempfile.TemporaryDirectory() as tmp:  # the peers' PTQ on the same held-out samples
         from edgekit.converters.context import Dataset
-        from edgekit.converters.runner import run_dataset
-        from edgekit.converters.runner import session as exact_session
+        from edgekit.converters.core.runner import run_dataset
+        from edgekit.converters.core.runner import session as exact_session
         from edgekit.converters.stages.reference_ptq import reference_ptq
         from onnxruntime.quantization.shape_inference import quant_pre_process
 

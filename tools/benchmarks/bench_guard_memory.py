@@ -21,7 +21,7 @@ import numpy as np
 def main() -> None:
     import onnx
     from edgekit.converters.context import Dataset
-    from edgekit.converters.runner import run_dataset, session
+    from edgekit.converters.core.runner import run_dataset, session
     from edgekit.converters.search.guard import LOCAL_SAMPLES, local_sqnr
     from onnx import numpy_helper
 

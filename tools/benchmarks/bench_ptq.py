@@ -89,7 +89,7 @@ def ort_int8(src: Path, calib: np.ndarray, work: Path) -> tuple[Path, Path]:
 
 
 def logits(path: Path, x: np.ndarray, exact: bool) -> np.ndarray:
-    from edgekit.converters.runner import session
+    from edgekit.converters.core.runner import session
 
     sess = session(path, exact_int8=exact)
     name = sess.get_inputs()[0].name
@@ -99,8 +99,8 @@ def logits(path: Path, x: np.ndarray, exact: bool) -> np.ndarray:
 def worst_layer_sqnr(float_path: Path, int8_path: Path, x: np.ndarray) -> tuple[float, str]:
     """The lowest SQNR over the tensors both graphs compute, and that tensor's name."""
     import onnx
+    from edgekit.converters.core.runner import session
     from edgekit.converters.metrics.sqnr import sqnr_db
-    from edgekit.converters.runner import session
 
     f_model, q_model = onnx.load(str(float_path)), onnx.load(str(int8_path))
     # the same tensor made by the same op: onnxruntime's QDQ drops a Relu after a Conv (the

@@ -129,7 +129,7 @@ def search_candidates() -> bool:
 def merged_calibration(samples: int, shards: int) -> bool:
     from edgekit.converters.context import Dataset
     from edgekit.converters.executor.ray_executor import RayExecutor
-    from edgekit.converters.sharded_calibration import Recipe, calibrate_sharded
+    from edgekit.converters.inputs.sharded import Recipe, calibrate_sharded
     from edgekit.converters.stages.calibrate import CHUNK_SAMPLES, PERCENTILE_OPTIONS
     from onnxruntime.quantization import CalibrationMethod
     from onnxruntime.quantization.calibrate import create_calibrator, save_tensors_data

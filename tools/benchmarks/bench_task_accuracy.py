@@ -86,8 +86,8 @@ def slice_line(float_out: np.ndarray, int8_out: np.ndarray) -> str:
 
 
 def evaluate(name: str, images: np.ndarray, calib: np.ndarray, score: Callable[[np.ndarray, np.ndarray], str]) -> None:
+    from edgekit.converters.core.runner import compare
     from edgekit.converters.metrics import packed
-    from edgekit.converters.runner import compare
 
     source = TRAINED / f"{name}.onnx"
     float_out = run_onnx(source, images)

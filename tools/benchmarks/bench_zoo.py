@@ -16,7 +16,7 @@ models (PNet) keep the guard. ``--guarded`` builds every model with the guard. C
   built     yes, or the error type (an "InternalError" is a crash the build must never have)
   format    the model format the artifact ships (tflite, or onnx after a fallback)
   float     ops left in float inside the int8 .tflite (op types), "-" when none shipped; a
-            packed output's Concat kept float on purpose (converters/split_packed.py: boxes in
+            packed output's Concat kept float on purpose (converters/ptq/split_packed.py: boxes in
             pixels beside 0..1 scores must not share one int8 scale) only joins DEQUANTIZEd
             int8 branches: a float data move, not float compute, shown apart as "+N move"
   parity    LiteRT vs onnxruntime int8 on held-out samples: share of output elements within

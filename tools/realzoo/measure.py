@@ -53,7 +53,7 @@ def _onnx_of_tflite(source: Path, out: Path) -> Path:
     """The float .tflite as the ONNX graph edgekit's load stage builds from (tflite2onnx, in
     the .tflite's layout, checked there to match LiteRT within 1e-3 of each output's largest
     value): the float reference and what the onnxruntime peer quantizes."""
-    from edgekit.converters.tflite_source import tflite_to_onnx
+    from edgekit.converters.tflite.source import tflite_to_onnx
 
     if not out.is_file():
         tflite_to_onnx(source, out)

@@ -2,7 +2,7 @@
 uint8 activations (U8S8), MinMax calibration and QDQ format, on the same 64 calibration samples
 (an opset < 13 source is upgraded to 13 first, which per-channel QDQ needs). A graph with
 ``ai.onnx.ml`` ops or a ZipMap output (skl2onnx's) is given as the standard-op graph edgekit's
-load stage makes of it (converters/ml_ops.py, map_outputs.py): onnxruntime's quantizer
+load stage makes of it (converters/graph/ml_ops.py, map_outputs.py): onnxruntime's quantizer
 raises on those ("Failed to find proper ai.onnx domain"; "The truth value of an array with
 more than one element is ambiguous" on the ZipMap)."""
 
@@ -18,9 +18,9 @@ from .evaluate import count, input_ranks, sample
 def standard_graph(model: object) -> bool:
     """Rewrite ``model`` in place as edgekit's load stage does (ZipMap output -> its tensor,
     ai.onnx.ml ops -> standard ops); True when anything changed."""
-    from edgekit.converters.map_outputs import unzip_map_outputs
-    from edgekit.converters.ml_ops import lower_ml_ops
-    from edgekit.converters.opset import merge_opset_imports
+    from edgekit.converters.graph.map_outputs import unzip_map_outputs
+    from edgekit.converters.graph.ml_ops import lower_ml_ops
+    from edgekit.converters.graph.opset import merge_opset_imports
 
     if not any(n.domain == "ai.onnx.ml" for n in model.graph.node):  # type: ignore[attr-defined]
         return False

@@ -14,7 +14,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgekit.converters.cache import user_cache_dir
+from edgekit.converters.core.cache import user_cache_dir
 
 CACHE_ENV = "EDGEKIT_REALZOO_CACHE"
 

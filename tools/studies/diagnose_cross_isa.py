@@ -59,7 +59,7 @@ def expose_quantized(model_bytes: bytes) -> tuple[bytes, list[str]]:
 
 
 def host_run(path: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    from edgekit.converters.runner import session
+    from edgekit.converters.core.runner import session
 
     sess = session(path, exact_int8=True)
     names = [o.name for o in sess.get_outputs()]

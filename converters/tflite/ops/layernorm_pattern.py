@@ -26,7 +26,7 @@ from edgekit.converters.tflite.ops.gelu import _origin, _scalar
 from onnx import helper
 
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
-RESTORED_RELU = "__relu"  # the name suffix of the Relu stages/precision.py's int16 rung restores
+RESTORED_RELU = "__relu"  # the name suffix of the Relu ptq/precision.py's int16 rung restores
 
 
 def _users(g: OnnxGraph, name: str, hops: list[onnx.NodeProto]) -> list[tuple[onnx.NodeProto,
@@ -47,7 +47,7 @@ def _users(g: OnnxGraph, name: str, hops: list[onnx.NodeProto]) -> list[tuple[on
                 hops.append(dq)
                 for after in g.consumers.get(dq.output[0], []):
                     if after.op_type == "Relu" and after.name.endswith(RESTORED_RELU):
-                        # the int16 rung's Relu on a one-sided grid (stages/precision.py):
+                        # the int16 rung's Relu on a one-sided grid (ptq/precision.py):
                         # on the variance (and variance + eps), never negative, a no-op
                         hops.append(after)
                         more = _users(g, after.output[0], hops)

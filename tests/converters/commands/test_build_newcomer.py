@@ -83,7 +83,7 @@ def test_rgb_photos_calibrate_a_gray_model_with_color_gray(tmp_path: Path,
 
 
 def test_converted_images_are_the_luma_of_the_photos(rgb_folder: Path) -> None:
-    from edgekit.converters.data import load_dataset
+    from edgekit.converters.inputs.datasets import load_dataset
 
     inputs = [{"name": "image", "shape": ["batch", 1, 8, 8]}]
     data, spec = load_dataset(str(rgb_folder), inputs, {"color": "gray"}, progress=False)

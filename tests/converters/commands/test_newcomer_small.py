@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 
-from edgekit.converters.data import labels_from_names, load_dataset
+from edgekit.converters.inputs.datasets import labels_from_names, load_dataset
 from edgekit.converters.pytorch.inputs import shape_hint
 
 from ...conftest import DIGITS_NPZ, DIGITS_ONNX, SAMPLES

@@ -106,7 +106,7 @@ def test_a_float_sigmoid_and_mul_are_nudged_too():
     assert np.allclose(np.abs(factors["m_edgekit_jitter_factor"] - 1.0), 2.0 ** -24,
                        rtol=0, atol=2.0 ** -23)
     # the nudged copy computes what the model does, within the nudge
-    from edgekit.converters.runner import session
+    from edgekit.converters.core.runner import session
 
     x = np.random.default_rng(0).uniform(-2, 2, (1, 64)).astype(np.float32)
     base = session(_gate_qdq().SerializeToString(), exact_int8=True).run(None, {"x": x})[0]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from edgekit.converters.stages.precision import apply, layer_precisions
+from edgekit.converters.ptq.precision import apply, layer_precisions
 from edgekit.converters.tflite import convert
 from edgekit.converters.tflite.schema import TType
 from onnx import TensorProto

@@ -8,7 +8,7 @@
   and a LayerNorm written as ReduceMean / Sub / Pow / ReduceMean / Add / Sqrt / Div / Mul / Add.
 
 Each is quantized as the build does (onnxruntime's QDQ, uint8 activations), every node is moved
-to int16 (``stages/precision.py``), the model is checked (``graph_check``), run on onnxruntime,
+to int16 (``ptq/precision.py``), the model is checked (``graph_check``), run on onnxruntime,
 written as .tflite and run on LiteRT: no float op, LiteRT within a step of onnxruntime's int16
 model, and the int16 model closer to float than int8.
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from edgekit.converters.graph_check import problems
-from edgekit.converters.stages.precision import INT16_OPS, apply, layer_precisions
+from edgekit.converters.graph.check import problems
+from edgekit.converters.ptq.precision import INT16_OPS, apply, layer_precisions
 from edgekit.converters.tflite.schema import TType
 from edgekit.converters.tflite.sixteen import INT16_KERNELS
 from onnx import TensorProto, helper, numpy_helper

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 from edgekit.converters.context import Dataset
-from edgekit.converters.runner import run_dataset
-from edgekit.converters.stages.bias_correct import correct_if_it_pays
+from edgekit.converters.core.runner import run_dataset
+from edgekit.converters.ptq.bias_correct import correct_if_it_pays
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
 from .nets import biased_conv, random_conv
@@ -41,7 +41,7 @@ def test_bias_correction_reduces_the_mean_output_error(tmp_path: Path) -> None:
 
 
 def test_adaround_learns_a_rounding_with_less_output_error(tmp_path: Path) -> None:
-    from edgekit.converters.stages.adaround import adaround
+    from edgekit.converters.ptq.adaround import adaround
 
     x = np.random.default_rng(0).random((32, 16, 4, 4)).astype(np.float32)
     float_path, int8_path = tmp_path / "f.onnx", tmp_path / "q.onnx"
@@ -86,7 +86,7 @@ def test_the_error_before_correcting_pairs_an_output_whose_samples_are_on_axis_1
     state's layout, [channels, N, ...] here) cannot be joined from those runs the way
     ``run_dataset`` joins its own: the error before correcting must still be the one
     ``run_dataset``'s int8 outputs give (12 samples: runs of 8 and 4 failed to concatenate)."""
-    from edgekit.converters.stages.bias_correct import output_mse
+    from edgekit.converters.ptq.bias_correct import output_mse
 
     model = biased_conv()
     model.graph.node.append(onnx.helper.make_node("Transpose", ["output"], ["by_channel"], perm=[1, 0, 2, 3]))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from edgekit.converters.stages.range_choice import choose
+from edgekit.converters.ptq.range_choice import choose
 
 
 def test_an_outlier_makes_the_percentile_range_win() -> None:

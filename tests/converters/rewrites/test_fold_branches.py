@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
-from edgekit.converters.fold_branches import fold_constant_branches
-from edgekit.converters.shapes import freeze_inputs, pin_inputs
+from edgekit.converters.graph.fold_branches import fold_constant_branches
+from edgekit.converters.graph.shapes import freeze_inputs, pin_inputs
 
 from .graphs import nested_branches
 

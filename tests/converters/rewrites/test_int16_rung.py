@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
-from edgekit.converters.graph_check import problems
-from edgekit.converters.opset import default_opset
-from edgekit.converters.stages.precision import apply
+from edgekit.converters.graph.check import problems
+from edgekit.converters.graph.opset import default_opset
+from edgekit.converters.ptq.precision import apply
 
 from .graphs import calibration, layernorm_tail, quantize, unnamed_readers
 

@@ -1,4 +1,4 @@
-"""ai.onnx.ml ops lowered to standard ONNX (converters/ml_ops.py): onnxruntime runs the
+"""ai.onnx.ml ops lowered to standard ONNX (converters/graph/ml_ops.py): onnxruntime runs the
 original and the lowered graph to the same labels and scores, and a scikit-learn-style
 classifier then ships an int8 .tflite whose int64 labels are onnxruntime's."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from edgekit.converters.ml_ops import lower_ml_ops
+from edgekit.converters.graph.ml_ops import lower_ml_ops
 from onnx import TensorProto, helper, numpy_helper
 
 REALZOO = Path(os.environ.get("EDGEKIT_REALZOO", "/work/realzoo"))
@@ -139,8 +139,8 @@ def test_a_classifier_ships_an_int8_tflite_whose_labels_are_onnxruntimes(tmp_pat
 
 @pytest.mark.parametrize("name", ["sklearn_mlp_digits", "sklearn_logreg_mnist"])
 def test_skl2onnx_models_lower_to_the_same_labels(name: str):
-    from edgekit.converters.map_outputs import unzip_map_outputs
-    from edgekit.converters.opset import merge_opset_imports
+    from edgekit.converters.graph.map_outputs import unzip_map_outputs
+    from edgekit.converters.graph.opset import merge_opset_imports
 
     path = REALZOO / name / f"{name}.onnx"
     if not path.is_file():

@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 import pytest
 from edgekit.converters import build
-from edgekit.converters.shapes import fixed_input_shapes, pin_inputs
+from edgekit.converters.graph.shapes import fixed_input_shapes, pin_inputs
 from onnx import TensorProto, helper, numpy_helper
 
 import edgekit

@@ -22,11 +22,11 @@ import onnx
 import pytest
 from edgekit.converters import plan_for
 from edgekit.converters.context import BuildConfig, BuildContext, temp_under
-from edgekit.converters.graph_check import enabled
-from edgekit.converters.opset import default_opset
+from edgekit.converters.graph.check import enabled
+from edgekit.converters.graph.opset import default_opset
 from edgekit.converters.pipeline import Pipeline
+from edgekit.converters.ptq.precision import FP16_WEIGHT_OPS, INT16_OPS
 from edgekit.converters.search.autoguard import rebuild
-from edgekit.converters.stages.precision import FP16_WEIGHT_OPS, INT16_OPS
 from edgekit.targets import load_profile
 
 from .wheels import (

@@ -1,6 +1,6 @@
 """Outputs whose samples are not on axis 0 (a CTC recognizer's ``[T, N, C]`` logits, as
 ddddocr's, declared ``[1, 'seqlen']``; silero-vad's state ``[2, N, 128]``): every join of per-run outputs uses the output's own
-batch axis, measured by the build (``converters/output_axes.py``), and the artifact records
+batch axis, measured by the build (``converters/core/output_axes.py``), and the artifact records
 the real shape, so its test vectors verify. Real onnxruntime and LiteRT, no mocks."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import onnx
 import pytest
 from edgekit.converters import build
 from edgekit.converters.context import Dataset
-from edgekit.converters.output_axes import batch_axis
-from edgekit.converters.runner import run_dataset, session
+from edgekit.converters.core.output_axes import batch_axis
+from edgekit.converters.core.runner import run_dataset, session
 from onnx import TensorProto, helper
 
 from edgekit.ops.verify import verify_artifact

@@ -111,7 +111,7 @@ def test_estimate_on_symbolic_dims_matches_the_model_exported_at_that_size(detec
 
 
 def test_an_image_folder_for_dynamic_hw_takes_its_size_from_size():
-    from edgekit.converters.data import image_spec
+    from edgekit.converters.inputs.datasets import image_spec
 
     inputs = [{"name": "images", "shape": ["batch", 3, "height", "width"]}]
     with pytest.raises(CalibrationError, match=r"leaves its height and width symbolic: pass "

@@ -52,7 +52,7 @@ def _litert(path: Path, x: np.ndarray) -> list[np.ndarray]:
 
 def test_a_tflite_converts_in_its_own_layout_and_matches_litert(tmp_path: Path) -> None:
     import onnxruntime as ort
-    from edgekit.converters.tflite_source import tflite_to_onnx
+    from edgekit.converters.tflite.source import tflite_to_onnx
 
     source = _nhwc_tflite(tmp_path)
     before = source.read_bytes()
@@ -94,7 +94,7 @@ def test_a_tflite_that_is_not_a_model_is_a_typed_error(tmp_path: Path) -> None:
 
 def test_blazeface_converts_and_finds_the_faces_litert_finds(tmp_path: Path) -> None:
     import onnxruntime as ort
-    from edgekit.converters.tflite_source import tflite_to_onnx
+    from edgekit.converters.tflite.source import tflite_to_onnx
 
     source = BLAZEFACE / "face_detection_front.tflite"
     if not source.is_file():

@@ -62,7 +62,7 @@ def quantize(float_model: onnx.ModelProto | Path, workdir: Path, calib: dict[str
 
 
 def run_onnx(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    from edgekit.converters.runner import session
+    from edgekit.converters.core.runner import session
 
     # the int8 math exactly as written (unfused where this CPU's fused kernels saturate)
     sess = session(path, exact_int8=True)

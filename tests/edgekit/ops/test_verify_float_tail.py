@@ -74,7 +74,7 @@ def pack(path: Path, model_bytes: bytes, x: np.ndarray, expected: np.ndarray,
 
 @pytest.fixture(scope="module")
 def tail_case() -> tuple:
-    from edgekit.converters.runner import session
+    from edgekit.converters.core.runner import session
 
     model = int8_with_float_tail()
     x = np.random.default_rng(1).uniform(-1, 1, size=(COUNT, FEATURES)).astype(np.float32)

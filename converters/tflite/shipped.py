@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from edgekit.converters.context import BuildContext, Dataset
 
 from edgekit.errors import UnsupportedModelError
-
-from .context import BuildContext, Dataset
 
 CACHE = "tflite_written"  # ctx.evidence key: (path, keep_float, ranges) -> TFLiteModel | error text
 OUTPUTS = "tflite_outputs"  # ctx.evidence key: (model sha256, data digest) -> LiteRT outputs
@@ -43,7 +42,7 @@ class _Kept(dict):
 def output_ranges(model: Any, ranges: Path | None) -> dict[str, tuple[float, float]]:
     """The calibrated ranges of the graph outputs from a calibration cache: outputs onnxruntime
     left float get that scale in the .tflite (tflite/output_qdq.py)."""
-    from .tflite.output_qdq import read_output_ranges
+    from edgekit.converters.tflite.output_qdq import read_output_ranges
 
     if ranges is None or not Path(ranges).exists():
         return {}
@@ -54,9 +53,8 @@ def write_tflite(ctx: BuildContext, path: Path, keep_float: Iterable[str], range
     """The .tflite (``tflite.convert.TFLiteModel``) of the QDQ model at ``path``; an
     ``UnsupportedModelError`` when the writer cannot write it. Written once per build."""
     import onnx
-
-    from .shapes import fixed_input_shapes, folded, has_open_inputs
-    from .tflite import convert
+    from edgekit.converters.graph.shapes import fixed_input_shapes, folded, has_open_inputs
+    from edgekit.converters.tflite import convert
 
     keep = tuple(sorted(set(keep_float)))
     key = (str(path), keep, str(ranges))
@@ -102,7 +100,7 @@ def run_tflite(ctx: BuildContext, model: Any, data: Dataset) -> list[np.ndarray]
     The last few runs are kept by content: the convert stage's parity check reuses the decision's."""
     import hashlib
 
-    from .runner import data_digest
+    from edgekit.converters.core.runner import data_digest
 
     key = (hashlib.sha256(model.data).hexdigest(), data_digest(data))
     kept = ctx.evidence.setdefault(OUTPUTS, _Kept())
@@ -114,10 +112,10 @@ def run_tflite(ctx: BuildContext, model: Any, data: Dataset) -> list[np.ndarray]
 
 
 def _run_tflite(ctx: BuildContext, model: Any, data: Dataset) -> list[np.ndarray]:
+    from edgekit.converters.core.runner import samples_first
+
     from edgekit.backends import BackendOptions, TensorSpec
     from edgekit.backends.litert import LiteRTBackend
-
-    from .runner import samples_first
 
     backend = LiteRTBackend(model.data, [TensorSpec.from_manifest(i) for i in ctx.inputs],
                             [TensorSpec.from_manifest(o) for o in ctx.outputs],
@@ -153,7 +151,7 @@ class Shipped:
     def outputs(self, path: Path, data: Dataset, keep_float: Iterable[str] | None = None,
                 ranges: Path | None = None) -> tuple[list[np.ndarray], str]:
         """(outputs of every graph output, the format that made them: "tflite" or "onnx")."""
-        from .executor.shards import build_outputs
+        from edgekit.converters.executor.shards import build_outputs
 
         if self.tflite:
             keep = self.keep_float() if keep_float is None else keep_float

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from edgekit.converters.context import Dataset
 
 from edgekit.errors import CalibrationError, UserError
 from edgekit.runtime.preprocess import (
@@ -27,8 +28,6 @@ from edgekit.runtime.preprocess import (
     list_images,
     preprocess_image,
 )
-
-from .context import Dataset
 
 SYNTHETIC = "synthetic"
 SYNTHETIC_SAMPLES = 64

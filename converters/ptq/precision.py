@@ -74,10 +74,9 @@ def to_int16(model: Any, nodes: set[str]) -> list[str]:
     """Rewrite ``model`` in place: the activations of ``nodes`` become int16. Returns the
     node names actually made int16 (those of an op with a 16x8 kernel, reading a quantized
     activation)."""
+    from edgekit.converters.graph.names import Names
+    from edgekit.converters.graph.opset import raise_opset
     from onnx import helper, numpy_helper
-
-    from ..graph_names import Names
-    from ..opset import raise_opset
 
     if not any(n.name in nodes and n.op_type in INT16_OPS for n in model.graph.node):
         return []
@@ -181,9 +180,8 @@ def _unique(nodes: list[Any]) -> list[Any]:
 def _edge(reader: Any, name: str, names: Any, params: tuple[str, str]) -> list[Any]:
     """``reader`` reads ``name`` through a new Q/DQ pair with ``params`` (scale, zero point);
     the pair's names are fresh in the graph (``names``: a ``graph_names.Names``)."""
+    from edgekit.converters.graph.names import node_key
     from onnx import helper
-
-    from ..graph_names import node_key
 
     key = f"{name}_{node_key(reader)}"
     q_out, dq_out = names.fresh(f"{key}__rq"), names.fresh(f"{key}__rdq")

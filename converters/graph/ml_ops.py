@@ -19,8 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from .graph_names import Names
+from edgekit.converters.graph.names import Names
 
 ML = "ai.onnx.ml"
 # post_transform -> the standard op that applies it (a monotonic map of the scores)

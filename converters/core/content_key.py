@@ -25,11 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from edgekit.converters.context import BuildConfig
 from edgekit.targets import Profile
 
 import edgekit
-
-from .context import BuildConfig
 
 # Inputs hashed as data (bytes), or that never change the artifact's bytes.
 NOT_OPTIONS = frozenset({"source", "calib", "val", "weights", "example_inputs", "output",

@@ -31,10 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from .context import Dataset
-from .executor import Executor
-from .executor.shards import shard_bounds
+from edgekit.converters.context import Dataset
+from edgekit.converters.executor import Executor
+from edgekit.converters.executor.shards import shard_bounds
 
 Grid = Any  # (bins, threshold) for the value collector, an edges array for the absolute one
 

@@ -23,15 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
-from .context import BuildConfig, Dataset
-from .metrics import Metric, MetricResult, choose_default, get_metric
-from .metrics.evidence import Evidence
-from .metrics.slices import OutputReport, validate_outputs, worst_slice
+from edgekit.converters.context import BuildConfig, Dataset
+from edgekit.converters.metrics import Metric, MetricResult, choose_default, get_metric
+from edgekit.converters.metrics.evidence import Evidence
+from edgekit.converters.metrics.slices import OutputReport, validate_outputs, worst_slice
 
 if TYPE_CHECKING:
-    from .context import BuildContext
-    from .shipped import Shipped
+    from edgekit.converters.context import BuildContext
+    from edgekit.converters.tflite.shipped import Shipped
 
 # metrics whose labels are the build data's integer labels ('y' in a .npz, image folders);
 # detection and ctc take per-image boxes / sequences the data loader does not produce
@@ -103,7 +102,7 @@ class BuildMetric:
 
     def how_to_choose(self) -> str:
         """For an exit 3: the metric judged and how to pick another."""
-        from .metrics import METRICS
+        from edgekit.converters.metrics import METRICS
 
         hint = f" (the outputs suggest --metric {self.suggest})" if self.suggest else ""
         return (f"judged by metric {self.name!r} ({self.reason}); pick another with --metric "
@@ -139,7 +138,7 @@ class Scorer:
 
     def __init__(self, config: BuildConfig, float_path: Path, val: Dataset, names: list[str],
                  shipped: Shipped | None = None) -> None:
-        from .executor.shards import build_outputs
+        from edgekit.converters.executor.shards import build_outputs
 
         self.config = config
         self.val = val
@@ -158,7 +157,7 @@ class Scorer:
     @classmethod
     def for_build(cls, ctx: BuildContext) -> Scorer:
         """The scorer of a build's accuracy decision: candidates run as the artifact ships them."""
-        from .shipped import Shipped
+        from edgekit.converters.tflite.shipped import Shipped
 
         return cls(ctx.config, ctx.float_path, ctx.val, [o["name"] for o in ctx.outputs], Shipped(ctx))
 
@@ -168,8 +167,8 @@ class Scorer:
         ``keep_float`` and ``ranges`` (the calibration cache) are what the .tflite writer takes."""
         from dataclasses import replace
 
-        from .executor.shards import build_outputs
-        from .runner import compare
+        from edgekit.converters.core.runner import compare
+        from edgekit.converters.executor.shards import build_outputs
 
         if self.shipped is not None:
             every, judged = self.shipped.outputs(path, self.val, keep_float, ranges)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgekit.errors import UnsupportedModelError
+from edgekit.converters.graph.names import Names
 
-from .graph_names import Names
+from edgekit.errors import UnsupportedModelError
 
 
 def _labels(node: Any) -> list[int | str]:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .context import Dataset
-from .metrics.packed import SplitPlan, plan_splits
+from edgekit.converters.context import Dataset
+from edgekit.converters.metrics.packed import SplitPlan, plan_splits
 
 SAMPLES = 64  # calibration samples the float outputs are read on: ranges settle quickly
 
@@ -50,8 +50,7 @@ def _as_split(plan: SplitPlan) -> PackedSplit:
 def find_packed_outputs(float_path: Path, calib: Dataset, bits: int = 8) -> list[PackedSplit]:
     """The packed outputs of the float model at ``float_path`` on (part of) ``calib``."""
     import onnx
-
-    from .runner import run_dataset
+    from edgekit.converters.core.runner import run_dataset
 
     model = onnx.load(str(float_path))
     names = [o.name for o in model.graph.output]

@@ -17,15 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from edgekit.converters.context import Dataset
+from edgekit.converters.core.interrupt import interruptible
 
 from edgekit.device.cpu import (
     ORT_DISABLED_OPTIMIZERS,
     UNFUSED_FOLD_WEIGHTS,
     exact_int8_needs_unfused,
 )
-
-from .context import Dataset
-from .interrupt import interruptible
 
 BATCH = 32
 # outputs kept across calls at most; an entry over half of it is not kept. A CTC recognizer's

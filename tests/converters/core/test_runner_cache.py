@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 from edgekit.converters.context import Dataset
-from edgekit.converters.runner import run_dataset
+from edgekit.converters.core.runner import run_dataset
 from onnx import TensorProto, helper, numpy_helper
 
 

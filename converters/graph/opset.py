@@ -17,10 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from edgekit.converters.graph.names import Names
 
 from edgekit.errors import InternalError
-
-from .graph_names import Names
 
 # op -> first default-domain opset where ``axes`` is an input, not an attribute
 AXES_INPUT_SINCE: dict[str, int] = {

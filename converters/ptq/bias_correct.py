@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from ..context import Dataset
-from ..runner import run_dataset, samples_first
+from edgekit.converters.context import Dataset
+from edgekit.converters.core.runner import run_dataset, samples_first
 
 SAMPLES = 64  # calibration samples measuring the input means and the output error
 MEAN_CHUNK = 8  # samples per run measuring the input means: bounds the memory of a run
@@ -196,8 +195,7 @@ def _batched_session(probe: Any, fed: set[str], data: Dataset) -> tuple[Any, int
     times samples otherwise: minutes under load), else one. The freed graph is checked on two
     samples; a graph that bakes the batch into a Reshape falls back."""
     import onnx
-
-    from ..runner import session
+    from edgekit.converters.core.runner import session
 
     free = onnx.ModelProto()
     free.CopyFrom(probe)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from edgekit.converters.host_speed import summary_line
+from edgekit.converters.estimate.host_speed import summary_line
 
 from edgekit.artifact.archive import read_artifact
 

@@ -7,9 +7,8 @@ import pytest
 from edgekit.converters import build
 
 from edgekit.errors import CalibrationError, ExportError
-
-from ..conftest import DIGITS_NPZ, DIGITS_ONNX
-from .torch_nets import forget, write_project
+from tests.conftest import DIGITS_NPZ, DIGITS_ONNX
+from tests.converters.torch_nets import forget, write_project
 
 PACKAGE = "edgekit_input_check_nets"
 FAST = {"target": "host", "formats": ["onnx"], "quiet": True}

@@ -1,5 +1,5 @@
 """The global pool of a QDQ classifier runs as onnxruntime's fused int8 pool
-(converters/int8_pool.py), with the outputs it had in float, on real onnxruntime."""
+(converters/ptq/int8_pool.py), with the outputs it had in float, on real onnxruntime."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from edgekit.converters.int8_pool import pool_in_int8
+from edgekit.converters.ptq.int8_pool import pool_in_int8
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 

@@ -20,10 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from edgekit.converters.context import BuildConfig, Dataset
 
 from edgekit.errors import CalibrationError, ExportError
-
-from .context import BuildConfig, Dataset
 
 MIN_CALIBRATION = 32
 CHECKED_VALUES = 100_000  # values per input looked at: enough to tell 0..255 integers apart
@@ -119,7 +118,7 @@ def check_weights_loaded(config: BuildConfig, form: str, has_weights: bool) -> N
     """ExportError when a constructed module source carries its initial (random) weights."""
     if has_weights or config.random_weights or form not in ("module:callable", "file.py:Name"):
         return
-    from .pytorch.source import resolve
+    from edgekit.converters.pytorch.source import resolve
 
     first, second = resolve(config.source).model, resolve(config.source).model
     a, b = first.state_dict(), second.state_dict()

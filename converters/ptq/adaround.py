@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from ..context import Dataset
-from ..runner import run_dataset
+from edgekit.converters.context import Dataset
+from edgekit.converters.core.runner import run_dataset
 
 SAMPLES = 32  # calibration samples whose layer inputs are kept in memory
 STEPS = 300  # Adam steps per layer
@@ -121,10 +120,9 @@ def adaround(path: Path, float_path: Path, calib: Dataset, seconds: float, quiet
     (rewrite ``path``) only if the output error against float went down. Returns the figures."""
     import onnx
     import torch
+    from edgekit.converters.ptq.bias_correct import output_mse
     from onnx import numpy_helper
     from tqdm import tqdm
-
-    from .bias_correct import output_mse
 
     began = time.monotonic()
     data = calib.take(slice(0, min(SAMPLES, len(calib))))

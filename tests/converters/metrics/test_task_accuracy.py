@@ -10,7 +10,7 @@ import pytest
 from edgekit.converters import build
 from edgekit.converters.metrics import ctc, detection
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TRAINED = ROOT / "tools" / "fixtures" / "trained"
 BACKENDS = {"tflite": "litert", "onnx": "onnxruntime"}
 
@@ -18,7 +18,7 @@ BACKENDS = {"tflite": "litert", "onnx": "onnxruntime"}
 def run_float(path: Path, images: np.ndarray) -> np.ndarray:
     import onnx
     from edgekit.converters.context import Dataset
-    from edgekit.converters.runner import run_dataset
+    from edgekit.converters.core.runner import run_dataset
 
     name = onnx.load(str(path)).graph.input[0].name
     return run_dataset(path, Dataset({name: images}))[0]

@@ -22,10 +22,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from edgekit.converters.graph.opset import axes_of
+from edgekit.converters.tflite.qdq_fill import fill_qdq
 from onnx import numpy_helper
-
-from .opset import axes_of
-from .tflite.qdq_fill import fill_qdq
 
 
 def pool_in_int8(path: Path, keep_float: set[str] | frozenset[str] = frozenset()) -> int:

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from .runner import session
+from edgekit.converters.core.runner import session
 
 ROUNDS = 6  # interleaved blocks
 BLOCK_S = 0.03  # seconds per block, about

@@ -18,8 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from .context import Dataset
+from edgekit.converters.context import Dataset
 
 FREED = "edgekit_samples"
 
@@ -70,7 +69,7 @@ def _freed(model: Any, data: Dataset) -> bytes:
 
 def _two_samples(model: Any, data: Dataset) -> list[tuple[int, ...]] | None:
     """Output shapes for two samples, or None when the model cannot run them."""
-    from .runner import session
+    from edgekit.converters.core.runner import session
 
     pair = data.take(np.array([0, min(1, len(data) - 1)]))
     try:
@@ -85,7 +84,7 @@ def measure_outputs(model: Any, inputs: list[dict[str, Any]], outputs: list[dict
     """Set each output spec's ``shape`` to what the model gives (its batch dim written as the
     first input's) and ``batch_axis`` when it is not 0; return ``{output: axis}`` for those.
     ``model``: the onnx.ModelProto with the inputs pinned; ``data``: samples for it."""
-    from .runner import session
+    from edgekit.converters.core.runner import session
 
     sess = session(model.SerializeToString(), threads=1, quiet=True)
     names = [o.name for o in sess.get_outputs()]
