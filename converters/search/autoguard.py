@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,7 @@ from edgekit.errors import BudgetError
 
 from ..context import BuildContext
 from ..stages.quantize import QuantizeConfig
+from .guard_outcome import Attempt, GuardOutcome
 from .guard_report import Progress, at_fault, table
 
 LADDER: tuple[str, ...] = ("int8", "int16", "fp16", "float")  # every rung, cheapest first
@@ -55,62 +55,6 @@ RANK_SHARE = 0.4
 def ladder(profile: Any) -> tuple[str, ...]:
     """The rungs this target has: fp16 only where its CPU has fp16 arithmetic."""
     return tuple(r for r in LADDER if r != "fp16" or profile.cpu.fp16)
-
-
-@dataclass
-class Attempt:
-    float_tensors: list[str]  # the tensors moved up the ladder (named so since the float-only guard)
-    nodes: list[str]
-    path: Path
-    score: TaskScore
-    met: bool
-    rung: str = "float"
-    budget: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"float_tensors": self.float_tensors, "nodes": self.nodes, "rung": self.rung,
-                "drop": round(self.score.drop, 4), "evidence": self.evidence, "met": self.met}
-
-    @property
-    def evidence(self) -> dict[str, Any]:
-        return self.score.evidence.to_dict(self.budget) if self.budget is not None else self.score.evidence.to_dict()
-
-
-@dataclass
-class GuardOutcome:
-    attempts: list[Attempt] = field(default_factory=list)
-    ranked: int = 0            # candidates restored alone
-    runs: int = 0              # model runs on the subset
-    subset: int = 0            # samples of the subset
-    timed_out: bool = False    # --guard-time cut the work short
-    ceiling: TaskScore | None = None  # every candidate restored to float at once
-    hopeless: bool = False     # the ceiling misses too: the guard stopped there
-    seconds: float = 0.0       # not in the manifest (bytes stay the same)
-    rungs: tuple[str, ...] = ("int8", "float")
-    ranking: list[Any] = field(default_factory=list)
-    failed_rungs: list[dict[str, Any]] = field(default_factory=list)  # a rung's rewrite that did not load
-    candidates: int = 0        # candidates found (the ceiling restores them all)
-    best_single: Any = None    # the best-ranked candidate that is one tensor (not a stretch)
-
-    @property
-    def met(self) -> Attempt | None:
-        return next((a for a in self.attempts if a.met), None)
-
-    @property
-    def best(self) -> Attempt | None:
-        return min(self.attempts, key=lambda a: a.score.drop, default=None)
-
-    def to_dict(self, budget: float, time_bound: float) -> dict[str, Any]:
-        out = {"ladder": list(self.rungs), "budget_points": budget, "time_bound_s": time_bound,
-               "timed_out": self.timed_out, "work": {"candidates": self.ranked, "subset_samples": self.subset,
-                                                     "rebuilds": len(self.attempts)},
-               "tensors_ranked": self.ranked, "met": self.met is not None, "hopeless": self.hopeless,
-               "ranking": [s.to_dict() for s in self.ranking[:8]],
-               "attempts": [a.to_dict() for a in self.attempts],
-               **({"failed_rungs": self.failed_rungs} if self.failed_rungs else {})}
-        if self.ceiling is not None:
-            out["ceiling"] = self.ceiling.evidence.to_dict(budget)
-        return out
 
 
 def prefix_sizes(count: int) -> list[int]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from edgekit.converters.metrics.task_accuracy import TaskScore
 
-    from .autoguard import GuardOutcome
+    from .guard_outcome import GuardOutcome
 
 
 class Progress:
