@@ -59,12 +59,18 @@ class PerSample:
 
 
 def _clopper_pearson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    from scipy.stats import binomtest
+    """The exact (Clopper-Pearson) interval as beta quantiles: what scipy.stats.binomtest's
+    ``proportion_ci(method="exact")`` solves for by root finding (within 5e-13 for every
+    n < 300 at 90/95/99%), without importing scipy.stats: 0.5 s of a build's decision."""
+    from scipy.special import betaincinv
 
+    k, n = int(k), int(n)
     if n <= 0:
         return 0.0, 1.0
-    ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="exact")
-    return float(ci.low), float(ci.high)
+    alpha = (1 - confidence) / 2
+    low = 0.0 if k == 0 else float(betaincinv(k, n - k + 1, alpha))
+    high = 1.0 if k == n else float(betaincinv(k + 1, n - k, 1 - alpha))
+    return low, high
 
 
 def _paired_interval(diff: np.ndarray, confidence: float) -> tuple[float, float]:

@@ -108,14 +108,23 @@ def _input_means(qdq: Any, names: list[str], data: Dataset
         values = dict(zip(wanted, sess.run(wanted, data.feeds(start, start + step)), strict=True))
         chunks.append([values[o] for o in outputs])
         for name in names:
+            part = _channel_sum(values[name])
             value = values[name]
-            axes = tuple(i for i in range(value.ndim) if i != 1)
-            part = value.sum(axis=axes, dtype=np.float64)
             sums[name] = part if name not in sums else sums[name] + part
             counts[name] += value.size // max(1, value.shape[1])
     means = {name: sums[name] / max(1, counts[name]) for name in names}
     return means, _joined(chunks, [min(step, len(data) - s) for s in starts],
                           [data.out_axes.get(o, 0) for o in outputs])
+
+
+def _channel_sum(value: np.ndarray) -> np.ndarray:
+    """Sum over every axis but 1, in float64. A one-sample run's [1, C, ...] sums as [C, rest]
+    on its contiguous last axis: the same float64 sum as ``sum(axis=(0, 2, ...))`` (numpy drops
+    the size-1 axis and joins the rest), without the multi-axis reduction's cost per call
+    (a batch-1 model runs sample by sample: 64 samples x 50 layers of EfficientNet-Lite0)."""
+    if value.ndim > 2 and value.shape[0] == 1:
+        return value.reshape(value.shape[1], -1).sum(axis=1, dtype=np.float64)
+    return value.sum(axis=tuple(i for i in range(value.ndim) if i != 1), dtype=np.float64)
 
 
 def _joined(chunks: list[list[np.ndarray]], counts: list[int], axes: list[int]

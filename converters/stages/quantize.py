@@ -19,6 +19,7 @@ import edgekit.device.cpu
 
 from ..context import BuildContext
 from ..pipeline import Stage, StageConfig
+from .reference_ptq import PLAIN_MINMAX
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,12 @@ class Quantize(Stage):
                     extra_options=extra_options, calibration_cache_path=str(ranges),
                     reduce_range=reduce_range,
                 )
+            plain = ctx.workdir / PLAIN_MINMAX
+            if method == "minmax" and per_channel and not keep_float and not reduce_range \
+                    and ctx.activation_type == "uint8":
+                plain.write_bytes(out.read_bytes())  # reference_ptq's very call: it reuses this
+            else:
+                plain.unlink(missing_ok=True)
             if self.config.adaround > 0:  # before bias correction, which then sees its rounding
                 from edgekit.converters.ptq.adaround import adaround
 

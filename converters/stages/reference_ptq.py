@@ -14,10 +14,18 @@ from pathlib import Path
 
 from ..context import Dataset
 
+# the quantize stage's minmax model before its own rewrites, kept when its quantize_static call
+# is this module's (per-channel, U8S8, nothing kept float, full range) on the same ranges
+PLAIN_MINMAX = "int8-minmax-plain.onnx"
+
 
 def reference_ptq(prepared: Path, calib: Dataset, out: Path, batched: bool = False,
-                  ranges: Path | None = None) -> Path:
+                  ranges: Path | None = None, quantized: Path | None = None) -> Path:
     """Write the plain per-channel min-max U8S8 QDQ model of ``prepared`` to ``out``.
+
+    ``quantized``: that very model, already written by the build's quantize stage from
+    ``ranges`` (``PLAIN_MINMAX``): copied, the same bytes without quantizing again (EfficientNet-
+    Lite0: about 1 s of onnxruntime's per-channel Python, ``tools/benchmarks/bench_build.py``).
 
     ``ranges``: the build's own min-max calibration cache of this very model (when equalization
     changed nothing), which is what calibrating again would give. Otherwise calibrated in chunks (``stages/calibrate``'s way: onnxruntime's calibrator fed all
@@ -30,6 +38,9 @@ def reference_ptq(prepared: Path, calib: Dataset, out: Path, batched: bool = Fal
 
     from .quantize import ort_quantization_quiet
 
+    if quantized is not None and ranges is not None and quantized.is_file():
+        out.write_bytes(quantized.read_bytes())
+        return out
     with contextlib.redirect_stdout(io.StringIO()), ort_quantization_quiet():
         if ranges is None:
             ranges = _calibrate(prepared, calib, out, batched)

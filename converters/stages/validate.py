@@ -171,7 +171,7 @@ class Validate(Stage):
         """Plain per-channel min-max PTQ of the prepared model, scored on the same samples."""
         import time
 
-        from .reference_ptq import reference_ptq
+        from .reference_ptq import PLAIN_MINMAX, reference_ptq
 
         began = time.monotonic()
         prepared = ctx.workdir / "prepared.onnx"
@@ -181,7 +181,9 @@ class Validate(Stage):
         out = ctx.workdir / "reference-ptq.onnx"
         ranges = ctx.ranges.get("minmax") if same else None
         try:
-            path = reference_ptq(prepared if prepared.exists() else ctx.float_path, ctx.calib, out, batched, ranges)
+            plain = ctx.workdir / PLAIN_MINMAX if same else None  # the quantize stage's own call
+            path = reference_ptq(prepared if prepared.exists() else ctx.float_path, ctx.calib, out, batched,
+                                 ranges, plain)
             # judged as the artifact is: its .tflite (the same writer, nothing kept float) when that ships
             _metrics, score = scorer.score(path, (), ranges or out.with_suffix(".ranges.json"))
         except Exception as exc:  # noqa: BLE001 - the reference is a yardstick, never a reason to fail

@@ -117,3 +117,18 @@ def test_a_refusal_names_the_layer_at_fault() -> None:
     stretch = Sensitivity("12 tensors a .. b", "activation", ["n1", "n2"], 30.0, measured="task", task_drop=0.0)
     text = at_fault(GuardOutcome(ranking=[stretch, head], best_single=head))
     assert "'12 tensors a .. b'" in text and "of single tensors" in text and "'sigmoid_0.tmp_0'" in text
+
+
+def test_the_exact_interval_is_scipys_binomtest_interval() -> None:
+    """Beta quantiles give the interval scipy.stats.binomtest's exact method finds by root
+    finding: the same figures to 1e-11 at every count (0 and n included)."""
+    from edgekit.converters.metrics.evidence import _clopper_pearson
+    from scipy.stats import binomtest
+
+    for confidence in (0.9, 0.95, 0.99):
+        for n in (1, 2, 7, 20, 64, 200):
+            for k in range(n + 1):
+                ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
+                low, high = _clopper_pearson(k, n, confidence)
+                assert abs(low - ci.low) < 1e-11 and abs(high - ci.high) < 1e-11, (k, n, confidence)
+    assert _clopper_pearson(0, 0) == (0.0, 1.0)

@@ -1,7 +1,7 @@
 """Benchmark the build: fp32 vs int8 size, build time, batch-1 latency, digits accuracy.
 
     python tools/benchmarks/bench_build.py [--quick]
-    python tools/benchmarks/bench_build.py --efficientnet [--realzoo DIR] [--repeat 3]
+    python tools/benchmarks/bench_build.py --efficientnet [--realzoo DIR] [--repeat 3] [--against TREE]
 
 Models: the committed digits CNN (real trained weights, real held-out digits) and a
 MobileNetV2-size net (tools/zoo, random weights: size and speed only). Latencies are
@@ -118,27 +118,50 @@ def efficientnet_source(folder: Path, realzoo: Path) -> tuple[Path, Path, str]:
     return Path(path), data, "the zoo's EfficientNet-Lite0-shaped net (random weights), 64 random images"
 
 
-def bench_efficientnet(realzoo: Path, repeat: int, boost: bool = False) -> int:
+def content_digest(artifact: Path) -> str:
+    """The artifact's members with the manifest's ``builder`` (commit, dirty) left out: equal
+    for two builds of one model by code that ships the same bytes."""
+    import hashlib
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(artifact) as archive:
+        members = {name: archive.read(name) for name in sorted(archive.namelist())}
+    manifest = json.loads(members.pop("manifest.json"))
+    manifest.pop("builder", None)
+    digest = hashlib.sha256(json.dumps(manifest, sort_keys=True).encode())
+    for name, data in members.items():
+        digest.update(name.encode() + data)
+    return digest.hexdigest()[:12]
+
+
+def bench_efficientnet(realzoo: Path, repeat: int, boost: bool = False, against: Path | None = None) -> int:
+    """``against``: another checkout with its own ``.venv`` (e.g. a worktree at the base
+    commit); its builds alternate with this one's, so both see the same load."""
     import json
     import subprocess
 
+    trees = {"this": (sys.executable, REPO)}
+    if against:
+        trees = {"against": (str(against / ".venv/bin/python"), against), **trees}
     with tempfile.TemporaryDirectory() as tmp:
         model, calib, what = efficientnet_source(Path(tmp), realzoo)
         print(f"EfficientNet-Lite0 build, rpi4 default path, --guard-time 0 --accept-accuracy-drop: {what}")
         print(f"{os.cpu_count()} CPUs; each build in a fresh process"
               + ("; SCHED_FIFO (--realtime): other processes wait" if boost else ""))
-        for run in range(repeat):
+        for run, (label, (python, tree)) in ((r, t) for r in range(repeat) for t in trees.items()):
             load = os.getloadavg()[0]
-            done = subprocess.run([sys.executable, "-c", CHILD, str(model), str(calib),
-                                   str(Path(tmp) / f"b{run}.edgekit")], capture_output=True,
-                                  text=True, check=True,
+            out = Path(tmp) / f"{label}{run}.edgekit"
+            done = subprocess.run([python, "-c", CHILD, str(model), str(calib), str(out)],
+                                  capture_output=True, text=True, check=True, cwd=tree,
                                   env={**os.environ, "BENCH_REALTIME": "1" if boost else ""})
             row = json.loads(done.stdout.strip().splitlines()[-1])
             parts = row["timings"]
             decision = sum(parts.get(k, 0.0) for k in UNTIL_DECISION)
-            print(f"  run {run + 1}: to the accuracy decision {decision:.1f} s, whole build "
-                  f"{row['wall_s']:.1f} s wall (imports included), {row['cpu_s']:.1f} s CPU; "
-                  f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after")
+            print(f"  run {run + 1}{f' {label}' if against else ''}: to the accuracy decision {decision:.1f} s, "
+                  f"whole build {row['wall_s']:.1f} s wall (imports included), {row['cpu_s']:.1f} s CPU; "
+                  f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after; "
+                  f"content {content_digest(out)}")
             print("    " + ", ".join(f"{k.removeprefix('stages.')} {v:.2f}" for k, v in
                                      sorted(parts.items(), key=lambda kv: -kv[1]) if v >= 0.05))
     return 0
@@ -155,9 +178,11 @@ def main() -> int:
     parser.add_argument("--realtime", action="store_true",
                         help="--efficientnet: run each build SCHED_FIFO (root), ahead of the "
                         "other processes of a shared machine: close to an idle machine's time")
+    parser.add_argument("--against", type=Path,
+                        help="--efficientnet: alternate with builds of this checkout (its .venv)")
     args = parser.parse_args()
     if args.efficientnet:
-        return bench_efficientnet(args.realzoo, args.repeat, args.realtime)
+        return bench_efficientnet(args.realzoo, args.repeat, args.realtime, args.against)
     rounds = 20 if args.quick else 100
     print(f"machine: {os.uname().machine}, {os.cpu_count()} CPUs; rounds={rounds} (interleaved medians)")
     with tempfile.TemporaryDirectory() as tmp:

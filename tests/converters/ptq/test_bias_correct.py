@@ -104,3 +104,15 @@ def test_the_error_before_correcting_pairs_an_output_whose_samples_are_on_axis_1
     report = correct_if_it_pays(int8_path, float_path, data)
     assert report["layers"] == 1 and report["samples"] == 12
     assert report["output_mse_before"] == expected > 0
+
+
+def test_channel_sums_of_one_sample_runs_match_the_multi_axis_sum_bit_for_bit() -> None:
+    """The fast [C, rest] sum of a batch-1 run must give the very float64 figures the multi-axis
+    reduction gives, or the corrected int32 biases (and the shipped bytes) could move."""
+    from edgekit.converters.ptq.bias_correct import _channel_sum
+
+    rng = np.random.default_rng(0)
+    for shape in [(1, 32, 112, 112), (1, 96, 56, 56), (1, 1280, 7, 7), (1, 8, 5), (3, 16, 9, 9), (4, 10)]:
+        value = (rng.standard_normal(shape) * 7).astype(np.float32)
+        axes = tuple(i for i in range(value.ndim) if i != 1)
+        np.testing.assert_array_equal(_channel_sum(value), value.sum(axis=axes, dtype=np.float64))
