@@ -111,7 +111,8 @@ def test_run_timeout_fails_the_request_and_replaces_the_session(hostile: dict[st
                                                                 tmp_path: Path) -> None:
     xs = inputs(8, seed=3)
     # one request per batch: a stuck run fails its whole batch (test below), here only itself
-    with edgekit.load(hostile["endless"], threads=1, run_timeout_s=0.3, max_wait_ms=20,
+    # 2 s: the wedge never ends, and a plain run on a loaded CI machine must not reach the bound
+    with edgekit.load(hostile["endless"], threads=1, run_timeout_s=2.0, max_wait_ms=20,
                       max_batch=1, power_root=str(tmp_path)) as model:
         np.testing.assert_allclose(model.submit(xs[0]).result(timeout=30), 2 * xs[0])
         before = model.backend
