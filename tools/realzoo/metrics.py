@@ -139,9 +139,14 @@ def detections_kept(output: str) -> Scorer:
     best class over 0.25, class-wise NMS; matched greedily by score, IoU >= 0.5, same class)."""
     from edgekit.converters.metrics.detection import decode_packed, iou_matrix
 
+    def packed(a: np.ndarray) -> np.ndarray:
+        a = np.asarray(a)  # per-sample runs stacked: [N, 1, 4 + classes, anchors]
+        return a.reshape(-1, *a.shape[-2:]) if a.ndim == 4 else a
+
     def score(outputs: Outputs, reference: Outputs, _: dict[str, np.ndarray]) -> np.ndarray:
         kept = []
-        for ref, got in zip(decode_packed(reference[output]), decode_packed(outputs[output]), strict=True):
+        for ref, got in zip(decode_packed(packed(reference[output])), decode_packed(packed(outputs[output])),
+                            strict=True):
             hit = np.zeros(len(ref.boxes), bool)
             if len(ref.boxes) and len(got.boxes):
                 overlap = iou_matrix(got.boxes, ref.boxes)
