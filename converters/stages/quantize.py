@@ -19,7 +19,10 @@ import edgekit.device.cpu
 
 from ..context import BuildContext
 from ..pipeline import Stage, StageConfig
-from .reference_ptq import PLAIN_MINMAX
+
+# the quantize stage's own plain per-channel min-max model, kept when it is exactly the reference
+# PTQ's call (stages/reference_ptq.py copies it instead of quantizing again)
+PLAIN_MINMAX = "int8-minmax-plain.onnx"
 
 
 @dataclass(frozen=True)

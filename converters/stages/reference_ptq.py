@@ -14,17 +14,13 @@ from pathlib import Path
 
 from ..context import Dataset
 
-# the quantize stage's minmax model before its own rewrites, kept when its quantize_static call
-# is this module's (per-channel, U8S8, nothing kept float, full range) on the same ranges
-PLAIN_MINMAX = "int8-minmax-plain.onnx"
-
 
 def reference_ptq(prepared: Path, calib: Dataset, out: Path, batched: bool = False,
                   ranges: Path | None = None, quantized: Path | None = None) -> Path:
     """Write the plain per-channel min-max U8S8 QDQ model of ``prepared`` to ``out``.
 
     ``quantized``: that very model, already written by the build's quantize stage from
-    ``ranges`` (``PLAIN_MINMAX``): copied, the same bytes without quantizing again (EfficientNet-
+    ``ranges`` (``quantize.PLAIN_MINMAX``): copied, the same bytes without quantizing again (EfficientNet-
     Lite0: about 1 s of onnxruntime's per-channel Python, ``tools/benchmarks/bench_build.py``).
 
     ``ranges``: the build's own min-max calibration cache of this very model (when equalization

@@ -171,7 +171,8 @@ class Validate(Stage):
         """Plain per-channel min-max PTQ of the prepared model, scored on the same samples."""
         import time
 
-        from .reference_ptq import PLAIN_MINMAX, reference_ptq
+        from .quantize import PLAIN_MINMAX
+        from .reference_ptq import reference_ptq
 
         began = time.monotonic()
         prepared = ctx.workdir / "prepared.onnx"
