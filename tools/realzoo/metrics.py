@@ -81,19 +81,26 @@ def top1_agreement(output: str | None) -> Scorer:
     return score
 
 
-def ctc_exact(output: str, characters: list[str]) -> Scorer:
-    """1 where the greedy CTC decoding (blank 0, PaddleOCR's list + a space) is the line's text."""
+def _ctc_lines(output: str, characters: list[str]) -> Callable[[Outputs, int], list[str]]:
+    """Each line's greedy CTC decoding (the build's own ``greedy_decode``: blank 0, repeats
+    merged) as text over PaddleOCR's character list and a space."""
+    from edgekit.converters.metrics.ctc import greedy_decode
+
     table = ["<blank>", *characters, " "]
 
-    def decode(row: np.ndarray) -> str:
-        best = row.argmax(axis=-1)
-        kept = [int(c) for i, c in enumerate(best) if c != 0 and (i == 0 or c != best[i - 1])]
-        return "".join(table[c] for c in kept).strip()
+    def lines(outputs: Outputs, count: int) -> list[str]:
+        probs = outputs[output].reshape(count, -1, len(table))
+        return ["".join(table[c] for c in path).strip() for path in greedy_decode(probs)]
+    return lines
+
+
+def ctc_exact(output: str, characters: list[str]) -> Scorer:
+    """1 where the greedy CTC decoding is the line's text."""
+    lines = _ctc_lines(output, characters)
 
     def score(outputs: Outputs, _: Outputs, truth: dict[str, np.ndarray]) -> np.ndarray:
-        probs = outputs[output].reshape(len(truth["text"]), -1, len(table))
-        return np.array([decode(p) == str(t) for p, t in zip(probs, truth["text"], strict=True)],
-                        np.float64)
+        got = lines(outputs, len(truth["text"]))
+        return np.array([g == str(t) for g, t in zip(got, truth["text"], strict=True)], np.float64)
     return score
 
 
@@ -102,17 +109,12 @@ def ctc_cer(output: str, characters: list[str]) -> Scorer:
     text over the text's length (0 is perfect; insertions can take it past 1)."""
     from rapidfuzz.distance import Levenshtein
 
-    table = ["<blank>", *characters, " "]
-
-    def decode(row: np.ndarray) -> str:
-        best = row.argmax(axis=-1)
-        kept = [int(c) for i, c in enumerate(best) if c != 0 and (i == 0 or c != best[i - 1])]
-        return "".join(table[c] for c in kept).strip()
+    lines = _ctc_lines(output, characters)
 
     def score(outputs: Outputs, _: Outputs, truth: dict[str, np.ndarray]) -> np.ndarray:
-        probs = outputs[output].reshape(len(truth["text"]), -1, len(table))
-        return np.array([Levenshtein.distance(decode(p), str(t)) / max(len(str(t)), 1)
-                         for p, t in zip(probs, truth["text"], strict=True)], np.float64)
+        got = lines(outputs, len(truth["text"]))
+        return np.array([Levenshtein.distance(g, str(t)) / max(len(str(t)), 1)
+                         for g, t in zip(got, truth["text"], strict=True)], np.float64)
     return score
 
 
