@@ -50,21 +50,9 @@ def declared_hint(inputs: list[dict[str, Any]], spec: dict[str, Any]) -> int | N
 
 def _freed(model: Any, data: Dataset) -> bytes:
     """``model`` with every input's batch dim and every output's dims symbolic."""
-    import onnx
+    from edgekit.converters.graph.shapes import batch_freed
 
-    free = onnx.ModelProto()
-    free.CopyFrom(model)
-    del free.graph.value_info[:]
-    for vi in free.graph.input:
-        dims = vi.type.tensor_type.shape.dim
-        axis = data.axes.get(vi.name, 0)
-        if vi.name in data.arrays and len(dims) > axis:
-            dims[axis].Clear()
-            dims[axis].dim_param = FREED
-    for vi in free.graph.output:
-        for dim in vi.type.tensor_type.shape.dim:
-            dim.Clear()
-    return free.SerializeToString()
+    return batch_freed(model, data.axes, data.arrays, FREED, outputs=True).SerializeToString()
 
 
 def _two_samples(model: Any, data: Dataset) -> list[tuple[int, ...]] | None:

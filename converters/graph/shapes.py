@@ -16,7 +16,7 @@ shape inference to redo. Two policies, different on purpose:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from edgekit.errors import InternalError, UnsupportedModelError
@@ -175,3 +175,28 @@ def has_open_inputs(model: Any) -> bool:
     initializers = {i.name for i in model.graph.initializer}
     return any(_open(d) for vi in model.graph.input if vi.name not in initializers
                for d in vi.type.tensor_type.shape.dim)
+
+
+def batch_freed(model: Any, axes: Mapping[str, int], inputs: Iterable[str], symbol: str,
+                outputs: bool = False) -> Any:
+    """A copy of ``model`` whose named ``inputs`` take any sample count on their batch axis
+    (``axes``, 0 when not named), as dim ``symbol``; value_info dropped (it would pin the old
+    shapes); ``outputs``: every output dim symbolic too. For running a batch-1 export on many
+    samples at once (bias correction) or seeing which output axis grows (core/output_axes.py)."""
+    import onnx
+
+    free = onnx.ModelProto()
+    free.CopyFrom(model)
+    del free.graph.value_info[:]
+    names = set(inputs)
+    for vi in free.graph.input:
+        dims = vi.type.tensor_type.shape.dim
+        axis = axes.get(vi.name, 0)
+        if vi.name in names and len(dims) > axis:
+            dims[axis].Clear()
+            dims[axis].dim_param = symbol
+    if outputs:
+        for vi in free.graph.output:
+            for dim in vi.type.tensor_type.shape.dim:
+                dim.Clear()
+    return free

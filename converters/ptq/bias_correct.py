@@ -203,18 +203,10 @@ def _batched_session(probe: Any, fed: set[str], data: Dataset) -> tuple[Any, int
     inputs' batch axis can be freed (a model exported at batch 1 runs as many runs as layers
     times samples otherwise: minutes under load), else one. The freed graph is checked on two
     samples; a graph that bakes the batch into a Reshape falls back."""
-    import onnx
     from edgekit.converters.core.runner import session
+    from edgekit.converters.graph.shapes import batch_freed
 
-    free = onnx.ModelProto()
-    free.CopyFrom(probe)
-    del free.graph.value_info[:]
-    for spec in free.graph.input:
-        dims = spec.type.tensor_type.shape.dim
-        axis = data.axes.get(spec.name, 0)
-        if spec.name not in fed and len(dims) > axis:
-            dims[axis].Clear()
-            dims[axis].dim_param = "samples"
+    free = batch_freed(probe, data.axes, {i.name for i in probe.graph.input} - fed, "samples")
     try:
         sess = session(free.SerializeToString(), exact_int8=True, quiet=True)
         first = sess.run(None, {**data.feeds(0, min(2, len(data))), **_zero_feeds(sess, fed)})
