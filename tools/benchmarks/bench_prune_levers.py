@@ -33,7 +33,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools"))
-REALZOO = Path("/work/realzoo/efficientnet_lite0")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_prune_select import suite_sets, wilson  # noqa: E402 - the same sets and interval
+
 EXTRA_PHOTOS = ("chessboard_RGB.png", "chessboard_GRAY.png", "microaneurysms.png")
 
 
@@ -44,13 +47,6 @@ def distill_crops(count: int) -> np.ndarray:
     names = photos.CALIB_PHOTOS + EXTRA_PHOTOS
     assert not set(names) & set(photos.VAL_PHOTOS)
     return imagenet_nchw(photos.crops(names, count, 224, seed=34))
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return centre - half, centre + half
 
 
 def int8_agreement(model: object, example: tuple, calib: np.ndarray, val: np.ndarray,
@@ -118,10 +114,7 @@ def main() -> int:
         reconstruct.RIDGE = args.ridge
     reconstruct.BN_WEIGHTED = not args.no_bn_weight
     net = efficientnet()
-    calib = np.load(REALZOO / "calib.npz")
-    calib = calib[calib.files[0]]
-    val = np.load(REALZOO / "val.npz")
-    val = val[val.files[0]]
+    calib, val = suite_sets()
     example = (torch.from_numpy(calib[:1]),)
     profile = load_profile("rpi4")
     dense_s = op_seconds_by_module(net, example, profile)[1]

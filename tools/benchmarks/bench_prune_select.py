@@ -68,6 +68,13 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return centre - half, centre + half
 
 
+def suite_sets() -> tuple[np.ndarray, np.ndarray]:
+    """The real-model suite's EfficientNet-Lite0 calibration and held-out photos."""
+    calib = np.load(REALZOO / "calib.npz")
+    val = np.load(REALZOO / "val.npz")
+    return calib[calib.files[0]], val[val.files[0]]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--latency-share", type=float, default=0.8)
@@ -86,10 +93,7 @@ def main() -> int:
     from edgekit.targets import load_profile
 
     net = efficientnet()
-    calib = np.load(REALZOO / "calib.npz")
-    calib = calib[calib.files[0]]
-    val = np.load(REALZOO / "val.npz")
-    val = val[val.files[0]]
+    calib, val = suite_sets()
     example = (torch.from_numpy(calib[:1]),)
     profile = load_profile("rpi4")
     dense_s = op_seconds_by_module(net, example, profile)[1]
