@@ -27,6 +27,12 @@ from edgekit.device.cpu import (
 )
 
 BATCH = 32
+# onnxruntime's worker threads spin after each parallel section, waiting for the next: on a
+# shared 2-core host they take the core our own thread (or another process) needs, and a
+# descheduled spinner stalls the next section. Off: the same partitioning, so the same
+# outputs bit for bit; EfficientNet-Lite0's 64-image float pass at load 9: 3.2 -> 1.9 s
+# (tools/benchmarks/bench_build.py, docs/measurements/build.md).
+NO_SPINNING = ("session.intra_op.allow_spinning", "0")
 # outputs kept across calls at most; an entry over half of it is not kept. A CTC recognizer's
 # logits over 64 samples are ~134 MB (64 x 64 steps x 8210 classes), a classifier's 0.3 MB.
 CACHE_BYTES = 512 * 2**20
@@ -49,6 +55,7 @@ def session(model: str | Path | bytes, threads: int = 0, exact_int8: bool = Fals
     if unfused:
         so.add_session_config_entry(*UNFUSED_FOLD_WEIGHTS)
     so.intra_op_num_threads = threads
+    so.add_session_config_entry(*NO_SPINNING)
     so.log_severity_level = 4 if quiet else 3
     source = model if isinstance(model, bytes) else str(model)
     return ort.InferenceSession(source, sess_options=so, providers=["CPUExecutionProvider"],

