@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import weakref
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -92,7 +93,21 @@ def _model_digest(model: str | Path | bytes) -> str:
 
 
 def data_digest(data: Dataset) -> str:
-    """The samples' identity by content: names, dtypes, shapes, bytes and batch axes."""
+    """The samples' identity by content: names, dtypes, shapes, bytes and batch axes.
+
+    Kept per memory layout (``_layout``): a build hashes the same 64 images (38 MB for
+    EfficientNet-Lite0) for every pass it keeps or looks up, eight times, through datasets that
+    are views of one another (``take(slice(0, 64))``). Samples are never written in place once
+    loaded (a stage that changes them makes new arrays), so the same memory still holds the
+    same bytes while the array owning it is alive; a weak reference to that owner ends the
+    entry with it, before its memory can hold other samples."""
+    layout = _layout(data)
+    if layout is not None:
+        with _outputs_lock:
+            kept = _digests.get(layout[0])
+            if kept is not None and all(ref() is not None for ref in kept[0]):
+                _digests.move_to_end(layout[0])
+                return kept[1]
     digest = hashlib.sha256(repr((sorted(data.axes.items()),
                                   sorted(data.out_axes.items()))).encode())
     for name in sorted(data.arrays):
@@ -100,7 +115,38 @@ def data_digest(data: Dataset) -> str:
         digest.update(f"{name}|{array.dtype.str}|{array.shape}".encode())
         digest.update(repr(array.tolist()).encode() if array.dtype.hasobject
                       else memoryview(array).cast("B"))
-    return digest.hexdigest()
+    found = digest.hexdigest()
+    if layout is not None:
+        with _outputs_lock:
+            _digests[layout[0]] = (layout[1], found)
+            while len(_digests) > KEPT_DIGESTS:
+                _digests.popitem(last=False)
+    return found
+
+
+KEPT_DIGESTS = 8
+_digests: OrderedDict[tuple[Any, ...], tuple[list[weakref.ref[np.ndarray]], str]] = OrderedDict()
+
+
+def _layout(data: Dataset) -> tuple[tuple[Any, ...], list[weakref.ref[np.ndarray]]] | None:
+    """Where and how the samples lie in memory (address, shape, strides, dtype of each array,
+    the batch axes) and weak references to the arrays owning that memory; None when an
+    array does not own its memory through numpy (a buffer of another kind) or holds objects."""
+    key: list[Any] = [tuple(sorted(data.axes.items())), tuple(sorted(data.out_axes.items()))]
+    owners = []
+    for name in sorted(data.arrays):
+        array = data.arrays[name]
+        if not isinstance(array, np.ndarray) or array.dtype.hasobject:
+            return None
+        owner = array
+        while isinstance(owner.base, np.ndarray):
+            owner = owner.base
+        if owner.base is not None:  # memory of a bytes object, an mmap, ...: not tracked
+            return None
+        key.append((name, array.__array_interface__["data"][0], array.shape, array.strides,
+                    array.dtype.str))
+        owners.append(weakref.ref(owner))
+    return tuple(key), owners
 
 
 def _run(sess: Any, data: Dataset) -> list[np.ndarray]:

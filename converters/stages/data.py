@@ -129,4 +129,6 @@ def split(data: Any, calib_samples: int, seed: int) -> tuple[Any, Any, int]:
     calib = data.take(order[:n_calib])
     if count - n_calib >= count // 2:
         return calib, data.take(order[n_calib:]), 0
+    if n_calib == count:  # the same samples in the same order: one copy, not two
+        return calib, calib.take(slice(0, count)), n_calib
     return calib, data.take(order), n_calib
