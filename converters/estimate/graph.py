@@ -72,11 +72,26 @@ def _no_onnx_hint(path: Path, manifest: dict[str, Any]) -> str:
 
 def _fix_dims(model: Any, batch: int) -> Any:
     """A copy with every symbolic input dim set (batch for the first, 1 otherwise), shapes
-    inferred through the graph."""
+    inferred through the graph. Kept for the last few models by content (read only: a
+    build reads its int8 model's graph six times, float and int8 variants, for the speed
+    choice, the layer speeds and the estimate; each inference is ~0.1 s of EfficientNet-Lite0)."""
+    import hashlib
+
     import onnx
 
-    fixed = fixed_input_shapes(model, batch, others=1)
-    return onnx.shape_inference.infer_shapes(fixed, strict_mode=False, data_prop=True)
+    key = (hashlib.sha256(model.SerializeToString()).hexdigest(), batch)
+    if key in _fixed:
+        return _fixed[key]
+    fixed = onnx.shape_inference.infer_shapes(fixed_input_shapes(model, batch, others=1),
+                                              strict_mode=False, data_prop=True)
+    _fixed[key] = fixed
+    while len(_fixed) > KEPT_FIXED:
+        _fixed.pop(next(iter(_fixed)))
+    return fixed
+
+
+KEPT_FIXED = 2
+_fixed: dict[tuple[str, int], Any] = {}
 
 
 FLOAT_TYPES = {1, 10, 11, 16}  # FLOAT, FLOAT16, DOUBLE, BFLOAT16

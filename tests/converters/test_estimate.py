@@ -164,6 +164,29 @@ def test_qdq_model_fuses_to_int8_kernels() -> None:
     assert est.variants["float32"].weight_bytes == 288 * 4  # the stripped, float variant
 
 
+def test_a_model_read_again_is_not_inferred_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build reads its int8 graph six times (speed choice, layer speeds, estimate; float and
+    int8 variants): shapes are inferred once per model, and every read gives the same graph."""
+    inferred = []
+    infer = onnx.shape_inference.infer_shapes
+
+    def counting(*args, **kwargs):
+        inferred.append(1)
+        return infer(*args, **kwargs)
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counting)
+    model = qdq_conv()
+    model.graph.node[3].name = "the conv"  # a model of its own: nothing kept from other tests
+    reads = [[(o.op_type, o.int8, o.macs) for o in ops_of(model, p)[1]]
+             for p in ("int8", "float32", "int8", "float32")]
+    assert len(inferred) == 1
+    assert reads[0] == reads[2] and reads[1] == reads[3] and reads[0] != reads[1]
+    other = make([helper.make_node("Conv", ["x", "W"], ["y"])],
+                 {"x": [1, 4, 6, 6]}, {"y": [1, 8, 4, 4]}, {"W": w(8, 4, 3, 3)})
+    ops_of(other, "int8")
+    assert len(inferred) == 2  # another model: inferred
+
+
 def test_float_model_int8_variant_adds_quantize_at_the_edges() -> None:
     model = make([helper.make_node("Conv", ["x", "W"], ["y"])],
                  {"x": [1, 4, 6, 6]}, {"y": [1, 8, 4, 4]}, {"W": w(8, 4, 3, 3)})
