@@ -198,3 +198,36 @@ def test_neg_float_model_writes_neg():
     model = convert(rotate_half_net())
     assert model.op_counts.get("NEG") == 1, model.op_counts
     assert {o["op_type"] for o in model.float_ops} >= {"Neg"}
+
+
+def test_groupnorm_over_more_than_65535_elements_takes_its_means_in_stages(tmp_path):
+    """Moonshine's GroupNorm normalizes 416 x 250 = 104000 values at once; LiteRT's int16
+    MEAN sums them in int32, which wraps when they sit near one end of their range (a mean
+    of 0.9 read -0.36): the writer splits the mean into stages of at most 65535."""
+    from .helpers import parity
+
+    n = 104000
+    inits = [numpy_helper.from_array(np.ones(1, np.float32), "one"),
+             numpy_helper.from_array(np.zeros(1, np.float32), "zero"),
+             numpy_helper.from_array(np.float32(1.0 / 127), "sx"),
+             numpy_helper.from_array(np.float32(4.0 / 127), "sy"),
+             numpy_helper.from_array(np.int8(0), "z")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "z"], ["xd"]),
+             helper.make_node("InstanceNormalization", ["xd", "one", "zero"], ["n"],
+                              name="norm", epsilon=1e-5),
+             helper.make_node("QuantizeLinear", ["n", "sy", "z"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "sy", "z"], ["y"])]
+    graph = helper.make_graph(nodes, "gn", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 1, n])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, 1, n])], inits)
+    path = tmp_path / "gn.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), str(path))
+    rng = np.random.default_rng(9)
+    # Tanh-like outputs near one end: means 0.9 and -0.8, spread over ~10 int8 steps
+    x = np.stack([0.9 + 0.08 * rng.standard_normal((1, n)),
+                  -0.8 + 0.08 * rng.standard_normal((1, n))]).clip(-1, 1)
+    model, within, worst = parity(path, {"x": x.astype(np.float32)})
+    assert model.float_ops == [], model.float_ops
+    assert model.op_counts.get("MEAN") == 4, model.op_counts  # two means, two stages each
+    assert within[0] >= 0.999 and worst[0] <= 2.01, (within, worst)
