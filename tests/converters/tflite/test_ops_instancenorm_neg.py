@@ -191,6 +191,31 @@ def test_neg_is_an_int8_mul_and_matches_onnx(tmp_path, activation):
     assert "NEG" not in model.op_counts and "DEQUANTIZE" not in model.op_counts, model.op_counts
 
 
+def test_neg_between_int16_tensors_is_an_int16_mul(tmp_path):
+    """The guard's int16 rung around a Neg: MUL by -1 held exactly at int16 (code -32767 at
+    1/32767), within one int16 step of onnxruntime (before: float between DEQUANTIZE and
+    QUANTIZE)."""
+    from .helpers import parity
+
+    inits = [numpy_helper.from_array(np.float32(2.0 / 32767), "sx"),
+             numpy_helper.from_array(np.float32(3.0 / 32767), "sy"),
+             numpy_helper.from_array(np.int16(0), "z")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "z"], ["xd"]),
+             helper.make_node("Neg", ["xd"], ["n"], name="neg"),
+             helper.make_node("QuantizeLinear", ["n", "sy", "z"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "sy", "z"], ["y"])]
+    graph = helper.make_graph(nodes, "neg16", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 4, 16])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, 4, 16])], inits)
+    path = tmp_path / "neg16.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), str(path))
+    x = np.random.default_rng(4).uniform(-2, 2, (8, 4, 16)).astype(np.float32)
+    model, within, worst = parity(path, {"x": x})
+    assert model.float_ops == [] and model.op_counts.get("MUL") == 1, model
+    assert within[0] == 1.0 and worst[0] <= 1.001, (within, worst)
+
+
 def test_neg_float_model_writes_neg():
     """A float graph (no Q/DQ) keeps a float NEG, named as a float op."""
     from edgekit.converters.tflite import convert
