@@ -32,7 +32,10 @@ INT16_KERNELS = frozenset({"Conv", "Gemm", "MatMul", "Add", "MaxPool", "AverageP
                            # (tests/converters/precision/test_int16_ops.py)
                            "Sigmoid", "Tanh", "Mul", "Sub", "Clip", "Div", "HardSigmoid",
                            "Split", "Slice", "Gather", "Pad", "ReduceMean", "Sqrt", "Pow",
-                           "LeakyRelu", "Identity", "LayerNormalization"})
+                           "LeakyRelu", "Identity", "LayerNormalization",
+                           # the same chain over the spatial axes (ops/instancenorm.py);
+                           # Neg as MUL by -1 (ops/elementwise.py)
+                           "InstanceNormalization", "Neg"})
 
 
 def const_params16(data: np.ndarray) -> QParams:

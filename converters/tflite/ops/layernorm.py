@@ -32,13 +32,25 @@ def convert_layernorm(ctx: ConversionContext, node: onnx.NodeProto) -> None:
     if any(node.output[1:]):
         raise unsupported(node, "the Mean and InvStdDev outputs are not written")
     x = ctx.input(node, 0)  # int8 in quantized mode (int16 chain), else float
-    x = ctx.to_layout(x, x.perm) if x.is_const else x
-    rank, perm = x.rank, x.perm
+    rank = x.rank
     a = ctx.attrs(node)
     axis = int(a.get("axis", -1)) % rank
-    eps = float(a.get("epsilon", 1e-5))
     # edgekit_axes: set by the hand-written LayerNorm fusion for non-trailing axes
     normalized = [int(v) % rank for v in a.get("edgekit_axes", range(axis, rank))]
+    gamma, beta = _affine(ctx, node, 1, rank), _affine(ctx, node, 2, rank)
+    write_normalization(ctx, node, x, normalized, float(a.get("epsilon", 1e-5)),
+                        None if gamma is None else gamma.const,
+                        None if beta is None else beta.const)
+
+
+def write_normalization(ctx: ConversionContext, node: onnx.NodeProto, x: Value,
+                        normalized: list[int], eps: float, gamma: np.ndarray | None,
+                        beta: np.ndarray | None) -> None:
+    """(x - mean) / sqrt(var + eps) over the ONNX axes ``normalized`` [* gamma] [+ beta]
+    (constants of x's rank in ONNX layout); binds output 0 of ``node``. Int16 chain in
+    quantized mode (layernorm16.py), else float builtins."""
+    x = ctx.to_layout(x, x.perm) if x.is_const else x
+    rank, perm = x.rank, x.perm
     axes = ctx.int32(sorted(perm.index(ax) for ax in normalized), "axes")
     keep = S.ReducerOptionsT()
     keep.keepDims = True
@@ -47,11 +59,8 @@ def convert_layernorm(ctx: ConversionContext, node: onnx.NodeProto) -> None:
     def tmp(shape: tuple[int, ...], what: str) -> Value:
         return ctx.new_value(shape, perm, None, f"{node.name}_{what}")
 
-    gamma, beta = _affine(ctx, node, 1, rank), _affine(ctx, node, 2, rank)
     if ctx.quantized:
-        convert_layernorm16(ctx, node, x, axes, normalized, reduced, eps,
-                            None if gamma is None else gamma.const,
-                            None if beta is None else beta.const)
+        convert_layernorm16(ctx, node, x, axes, normalized, reduced, eps, gamma, beta)
         return
     mean, centred = tmp(reduced, "mean"), tmp(x.onnx_shape, "centred")
     square, var = tmp(x.onnx_shape, "square"), tmp(reduced, "var")
@@ -65,15 +74,19 @@ def convert_layernorm(ctx: ConversionContext, node: onnx.NodeProto) -> None:
     ctx.emit(Op.RSQRT, [var_eps], [inv])
     steps = [(Op.MUL, inv, S.MulOptionsT)]
     if gamma is not None:
-        steps.append((Op.MUL, ctx.to_layout(gamma, perm), S.MulOptionsT))
+        steps.append((Op.MUL, ctx.to_layout(_const(gamma), perm), S.MulOptionsT))
     if beta is not None:
-        steps.append((Op.ADD, ctx.to_layout(beta, perm), S.AddOptionsT))
+        steps.append((Op.ADD, ctx.to_layout(_const(beta), perm), S.AddOptionsT))
     cur = centred
     for k, (builtin, operand, options) in enumerate(steps):
         dst = ctx.output(node, 0, perm) if k == len(steps) - 1 else tmp(x.onnx_shape, f"n{k}")
         ctx.emit(builtin, [cur, operand], [dst], options())
         cur = dst
     ctx.bind(node, 0, cur)
+
+
+def _const(data: np.ndarray) -> Value:
+    return Value(tuple(data.shape), identity(data.ndim), None, const=data)
 
 
 SPECS = {"LayerNormalization": OpSpec(convert_layernorm)}

@@ -22,6 +22,12 @@ s, the epsilon and the output's calibrated range:
 
 The square's step R^2 / 32767 is about the square of the int8 input step, so the variance
 keeps ~0.1% precision for rows spread over tens of input steps.
+
+LiteRT 2.3's int16 MEAN sums in int32: over more than 65535 elements (Moonshine's GroupNorm
+normalizes 416 x 250 = 104000) a sum of large codes wraps (a mean of 0.9 came back as
+-0.36). Such a mean is taken in stages of at most 65535 elements (``mean16``): one axis at
+a time, and an axis longer than that split by a RESHAPE into two (a mean of equal-sized
+groups' means is the mean).
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ from edgekit.converters.tflite.quant import QParams
 from edgekit.converters.tflite.schema import Op, S
 from edgekit.converters.tflite.sixteen import INT16_MAX
 
-from edgekit.errors import InternalError
+from edgekit.errors import InternalError, UnsupportedModelError
+
+MEAN16_MAX = 65535  # elements one int16 MEAN may sum: 65535 x 32768 fits in int32
 
 
 def q16(bound: float) -> QParams:
@@ -82,6 +90,9 @@ def convert_layernorm16(ctx: ConversionContext, node: onnx.NodeProto, x: Value, 
 
     def emit(builtin: int, ins: list, bound: float, what: str, s=shape, options=None) -> Value:
         dst = t(s, bound, what)
+        if builtin == Op.MEAN:
+            mean16(ctx, ins[0], [perm.index(d) for d in normalized], dst, ins[1])
+            return dst
         ctx.emit(builtin, ins, [dst], options)
         return dst
 
@@ -127,3 +138,55 @@ def convert_layernorm16(ctx: ConversionContext, node: onnx.NodeProto, x: Value, 
         cur = emit(Op.ADD, [cur, b], y_abs, "beta", options=add_options())
     ctx.emit(Op.QUANTIZE, [cur], [out])
     ctx.bind(node, 0, out)
+
+
+def mean16(ctx: ConversionContext, src: Value, axes: list[int], dst: Value,
+           axes_tensor=None) -> None:
+    """MEAN of int16 ``src`` over the TFLite ``axes`` into ``dst`` (keep dims, ``dst``'s
+    parameters), in stages of at most MEAN16_MAX elements each (see the module doc).
+    ``axes_tensor``: the written int32 ``axes`` for the one-stage case, if there is one."""
+    keep = S.ReducerOptionsT()
+    keep.keepDims = True
+    shape = list(src.shape)
+    if int(np.prod([shape[a] for a in axes])) <= MEAN16_MAX:
+        axes_tensor = ctx.int32(sorted(axes), "axes") if axes_tensor is None else axes_tensor
+        ctx.emit(Op.MEAN, [src, axes_tensor], [dst], keep)
+        return
+    cur, name = ctx.tensor_of(src), dst.tensor.name
+    cur_qp = src.qparams
+    for a in sorted(axes, reverse=True):
+        size = shape[a]
+        if size <= MEAN16_MAX:
+            steps = [(shape, [a])]
+        else:
+            inner = next((b for b in range(MEAN16_MAX, 1, -1)
+                          if size % b == 0 and size // b <= MEAN16_MAX), None)
+            if inner is None:
+                raise UnsupportedModelError(
+                    f"an int16 mean over {size} elements (more than {MEAN16_MAX} and no "
+                    f"factor to split them) (tflite writer)")
+            split = shape[:a] + [size // inner, inner] + shape[a + 1:]
+            # a RESHAPE keeps its input's parameters (the first MEAN rescales to dst's)
+            cur = _reshape(ctx, cur, split, cur_qp, f"{name}_split")
+            steps = [(split, [a + 1]), (split[:a + 1] + [1] + split[a + 2:], [a])]
+        for in_shape, over in steps:
+            out_shape = [1 if k in over else n for k, n in enumerate(in_shape)]
+            nxt = ctx.w.tensor(tuple(out_shape), "int16", dst.qparams, f"{name}_part")
+            ctx.emit(Op.MEAN, [cur, ctx.int32(over, "axes")], [nxt], keep)
+            cur, cur_qp = nxt, dst.qparams
+        shape = shape[:a] + [1] + shape[a + 1:]
+        if len(cur.shape) != len(shape):
+            cur = _reshape(ctx, cur, shape, dst.qparams, f"{name}_joined")
+    ctx.emit(Op.RESHAPE, [cur, ctx.int32(dst.shape, "shape")], [dst], _reshape_options(dst.shape))
+
+
+def _reshape(ctx: ConversionContext, src, shape: list[int], qp: QParams, name: str):
+    out = ctx.w.tensor(tuple(shape), "int16", qp, name)
+    ctx.emit(Op.RESHAPE, [src, ctx.int32(shape, "shape")], [out], _reshape_options(shape))
+    return out
+
+
+def _reshape_options(shape) -> S.ReshapeOptionsT:
+    opts = S.ReshapeOptionsT()
+    opts.newShape = [int(d) for d in shape]
+    return opts
