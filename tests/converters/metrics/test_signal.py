@@ -19,11 +19,11 @@ def test_a_slice_of_one_decision_does_not_hide_a_broken_table() -> None:
     ruined = broken.copy()
     for i in range(n):
         broken[i, :4, rng.integers(0, 4)] = 0.9           # four confident decisions per page
-        ruined[i, :4] = broken[i, :4, ::-1]                # int8 moved each to another class
-    lone = np.full((n, 50, 1), 0.1)
-    lone[0, 0, 0] = 0.6                                    # one decision in the whole set
+        ruined[i, :2] = broken[i, :2, ::-1]                # int8 moved half to another class
+    lone = np.full((n, 50, 3), 0.1)
+    lone[0, 0, 1] = 0.6                                    # one decision in the whole set
     lone_got = lone.copy()
-    lone_got[0, 0, 0] = 0.4
+    lone_got[0, 0, 1], lone_got[0, 0, 2] = 0.4, 0.6        # and int8 changed it
     result = signal([broken, lone], [ruined, lone_got])
     assert result.details["worst_output"] == 0.0
     assert result.drop == pytest.approx(100.0 * (ruined[:, :4].argmax(2) != broken[:, :4].argmax(2)).mean())
