@@ -173,38 +173,39 @@ def choose_default(outputs: Outputs, has_labels: bool = False) -> DefaultMetric:
         raise ValueError("choosing a metric needs at least one output")
     first = np.asarray(outputs[0])
     shape = "x".join(str(d) for d in first.shape[1:])
+    dims = f"[N, {shape}]" if shape else "[N]"
     if looks_packed_detection(first) and _decodes(first):
-        return DefaultMetric("detection", f"first output [N, {shape}] packs 4 box values above 1 with "
+        return DefaultMetric("detection", f"first output {dims} packs 4 box values above 1 with "
                              "probability rows in 0..1 that decode into boxes (YOLO-style): matched at IoU >= 0.5")
     classes = label_output(outputs)
     if classes is not None:
         against = "labels (accuracy)" if has_labels else "float's labels (agreement)"
-        return DefaultMetric("top1", f"first output [N, {shape}] is integer class labels beside [N, {classes}] "
+        return DefaultMetric("top1", f"first output {dims} is integer class labels beside [N, {classes}] "
                              f"class scores: the labels against {against}")
     if first.ndim == 2 and first.shape[1] >= 2:
         if has_labels or class_scores(first):
             against = "labels (accuracy)" if has_labels else "float (top-1 agreement)"
-            return DefaultMetric("top1", f"first output [N, {shape}] is class scores: argmax against {against}")
+            return DefaultMetric("top1", f"first output {dims} is class scores: argmax against {against}")
         if unit_rows(first):
-            return DefaultMetric("embedding", f"first output [N, {shape}] has unit-norm rows (an embedding): "
+            return DefaultMetric("embedding", f"first output {dims} has unit-norm rows (an embedding): "
                                  "nearest-neighbour agreement with float")
     if first.ndim == 3 and first.shape[1] > 1 and first.shape[2] >= 2:
         if looks_ctc(first):
-            return DefaultMetric("ctc", f"first output [N, {shape}]: {first.shape[1]} steps mostly blank (index 0) "
+            return DefaultMetric("ctc", f"first output {dims}: {first.shape[1]} steps mostly blank (index 0) "
                                  "whose greedy decode is shorter: CTC, character error rate against float")
         if not looks_map(first) and looks_score_table(first):
             from .cells import score_tables
 
             tables = len(score_tables(outputs))
-            return DefaultMetric("cells", f"first output [N, {shape}] is a table of independent scores in 0..1 with few "
+            return DefaultMetric("cells", f"first output {dims} is a table of independent scores in 0..1 with few "
                                  f"above 0.5 (a sigmoid detection head): F1 of the cells > 0.5 of {tables} such table(s) "
                                  "against float's")
         if first.shape[1] <= MAX_TOKENS and token_scores(first):
-            return DefaultMetric("tags", f"first output [N, {shape}] is per-token scores of {first.shape[2]} tags "
+            return DefaultMetric("tags", f"first output {dims} is per-token scores of {first.shape[2]} tags "
                                  "(not blank-dominated, so not CTC): tag agreement with float")
     if first.ndim in (3, 4) and looks_map(first):
-        return DefaultMetric("map_iou", f"first output [N, {shape}] is a probability map: IoU of the masks "
+        return DefaultMetric("map_iou", f"first output {dims} is a probability map: IoU of the masks "
                              "thresholded at 0.5 per image, blank images included")
-    return DefaultMetric("signal", f"first output [N, {shape}] says no task clearly: decisions changed in the "
+    return DefaultMetric("signal", f"first output {dims} says no task clearly: decisions changed in the "
                          "worst slice of every output, each slice with its own threshold",
                          suggestion(first))
