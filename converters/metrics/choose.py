@@ -1,21 +1,28 @@
 """Choose a default task metric from the float model's outputs (and whether labels came).
 
 A task is chosen only when the outputs say so clearly (issue 31: a CTC metric on a tagger's
-scores and on a face detector's boxes, top-1 on a speaker embedding, all refused good
-builds). Looks at the first output, on real data, since shapes alone cannot tell box
-coordinates from scores:
+scores and on a face detector's boxes, top-1 on a speaker embedding, tags on a speech
+encoder's hidden states, all misjudged builds). Looks at the first output, on real data,
+since shapes alone cannot tell box coordinates from scores:
 
 1. ``[N, 4 + classes, anchors]`` (or transposed) whose first four rows exceed 1 while every
    other row stays in 0..1, and that decodes into boxes -> ``detection``;
-2. ``[N, C]`` with integer labels, or rows of probabilities, or logits whose top class stands
+2. ``[N]`` integer class labels beside an ``[N, C]`` output of class scores (scikit-learn
+   through skl2onnx: ``label`` first, probabilities second) -> ``top1`` on the labels;
+3. ``[N, C]`` with integer labels, or rows of probabilities, or logits whose top class stands
    out (its z-score over the row beats the maximum of C Gaussian values by a margin; any
    C <= 16) -> ``top1``; unit-norm rows -> ``embedding``;
-3. ``[N, T, symbols]`` with T > 1: ``ctc`` only when the blank (index 0) wins most steps, at
+4. ``[N, anchors, classes]`` (either order, anchors the longer axis) of independent scores in
+   0..1 (not rows of probabilities) with a few confident cells (> 0.5) among many background
+   ones: a sigmoid detection head not decoded in the graph -> ``cells`` (F1 of the confident
+   cells of every such table);
+5. ``[N, T, symbols]`` with T > 1: ``ctc`` only when the blank (index 0) wins most steps, at
    least 3 symbols, and the greedy decode is shorter than T yet not empty; else ``tags``
-   (per-token argmax agreement) when T <= 1024;
-4. ``[N, 1, H, W]`` / ``[N, H, W]`` maps of values in 0..1, or ``[N, C, H, W]`` rows of
+   (per-token argmax agreement) when T <= 1024 and each token's row reads as class scores
+   (``token_scores``: a speech encoder's hidden states [N, 40, 416] are not tags);
+6. ``[N, 1, H, W]`` / ``[N, H, W]`` maps of values in 0..1, or ``[N, C, H, W]`` rows of
    per-pixel probabilities, H and W image-like (neither 16x the other) -> ``map_iou``;
-5. anything else -> ``signal``: per-slice decisions with their own thresholds over every
+7. anything else -> ``signal``: per-slice decisions with their own thresholds over every
    output (conservative), and ``suggest`` names the ``--metric`` that would judge the task.
 
 The reason goes to the summary and manifest, so a user sees why and can pass ``--metric``.
@@ -68,6 +75,54 @@ def class_scores(x: np.ndarray) -> bool:
     return bool(np.median(z) >= np.sqrt(2 * np.log(x.shape[1])) + 1.0)
 
 
+FIXED_CHANNEL = 0.95  # a channel on top in this share of tokens is a feature's offset, not a decision
+
+
+def token_scores(x: np.ndarray) -> bool:
+    """[N, T, C]: every token's row reads as class scores (``class_scores``), and for C > 16
+    the top is a decision that changes between tokens. A transformer's hidden states carry a
+    few channels of large fixed offset ("massive activations"): Moonshine's encoder output
+    [N, 40, 416] passes the z-test on its rows, but one channel is on top in 98% of its 2560
+    tokens (3 distinct of 416); per-token argmax agreement over that judged noise between
+    two offsets, and the guard kept 107 nodes float for it (issue 31)."""
+    rows = x.reshape(-1, x.shape[-1])
+    if _probability_rows(rows, 1):
+        return True
+    if not class_scores(rows):
+        return False
+    if rows.shape[1] <= 16:
+        return True
+    _, counts = np.unique(rows.argmax(1), return_counts=True)
+    return bool(counts.max() < FIXED_CHANNEL * len(rows))
+
+
+def label_output(outputs: Outputs) -> int | None:
+    """[N] (or [N, 1]) integer class labels first, with an [N, C] output of class scores
+    beside them holding at least as many classes: the number of columns of scores."""
+    first = np.asarray(outputs[0])
+    if not np.issubdtype(first.dtype, np.integer) or first.ndim > 2 or first.reshape(len(first), -1).shape[1] != 1:
+        return None
+    for other in outputs[1:]:
+        other = np.asarray(other)
+        if (other.ndim == 2 and other.shape[0] == len(first) and other.shape[1] >= max(2, len(np.unique(first)))
+                and np.issubdtype(other.dtype, np.floating) and class_scores(other)):
+            return int(other.shape[1])
+    return None
+
+
+SPARSE = 0.25  # at most this share of a detection table's cells are confident (most are background)
+
+
+def looks_score_table(x: np.ndarray) -> bool:
+    """[N, anchors, classes] of independent scores in 0..1 with a few confident cells."""
+    if x.ndim != 3 or x.shape[1] == x.shape[2] or x.min() < 0 or x.max() > 1:
+        return False
+    if _probability_rows(x, 1) or _probability_rows(x, 2):
+        return False  # softmax rows: one decision per row (tags, CTC), not independent cells
+    confident = float((x > 0.5).mean())
+    return 0 < confident <= SPARSE
+
+
 def unit_rows(x: np.ndarray) -> bool:
     norms = np.linalg.norm(x.reshape(len(x), -1), axis=1)
     return bool(np.allclose(norms, 1.0, atol=1e-2))
@@ -107,7 +162,7 @@ def suggestion(x: np.ndarray) -> str:
     if x.ndim == 2:
         return "regression or top1"
     if x.ndim == 3:
-        return "tags, ctc or detection (with --postprocess)"
+        return "tags, ctc, cells or detection (with --postprocess); regression for features"
     if x.ndim == 4:
         return "map_iou"
     return "a module:function of your task"
@@ -118,26 +173,39 @@ def choose_default(outputs: Outputs, has_labels: bool = False) -> DefaultMetric:
         raise ValueError("choosing a metric needs at least one output")
     first = np.asarray(outputs[0])
     shape = "x".join(str(d) for d in first.shape[1:])
+    dims = f"[N, {shape}]" if shape else "[N]"
     if looks_packed_detection(first) and _decodes(first):
-        return DefaultMetric("detection", f"first output [N, {shape}] packs 4 box values above 1 with "
+        return DefaultMetric("detection", f"first output {dims} packs 4 box values above 1 with "
                              "probability rows in 0..1 that decode into boxes (YOLO-style): matched at IoU >= 0.5")
+    classes = label_output(outputs)
+    if classes is not None:
+        against = "labels (accuracy)" if has_labels else "float's labels (agreement)"
+        return DefaultMetric("top1", f"first output {dims} is integer class labels beside [N, {classes}] "
+                             f"class scores: the labels against {against}")
     if first.ndim == 2 and first.shape[1] >= 2:
         if has_labels or class_scores(first):
             against = "labels (accuracy)" if has_labels else "float (top-1 agreement)"
-            return DefaultMetric("top1", f"first output [N, {shape}] is class scores: argmax against {against}")
+            return DefaultMetric("top1", f"first output {dims} is class scores: argmax against {against}")
         if unit_rows(first):
-            return DefaultMetric("embedding", f"first output [N, {shape}] has unit-norm rows (an embedding): "
+            return DefaultMetric("embedding", f"first output {dims} has unit-norm rows (an embedding): "
                                  "nearest-neighbour agreement with float")
     if first.ndim == 3 and first.shape[1] > 1 and first.shape[2] >= 2:
         if looks_ctc(first):
-            return DefaultMetric("ctc", f"first output [N, {shape}]: {first.shape[1]} steps mostly blank (index 0) "
+            return DefaultMetric("ctc", f"first output {dims}: {first.shape[1]} steps mostly blank (index 0) "
                                  "whose greedy decode is shorter: CTC, character error rate against float")
-        if first.shape[1] <= MAX_TOKENS:
-            return DefaultMetric("tags", f"first output [N, {shape}] is per-token scores of {first.shape[2]} tags "
+        if not looks_map(first) and looks_score_table(first):
+            from .cells import score_tables
+
+            tables = len(score_tables(outputs))
+            return DefaultMetric("cells", f"first output {dims} is a table of independent scores in 0..1 with few "
+                                 f"above 0.5 (a sigmoid detection head): F1 of the cells > 0.5 of {tables} such table(s) "
+                                 "against float's")
+        if first.shape[1] <= MAX_TOKENS and token_scores(first):
+            return DefaultMetric("tags", f"first output {dims} is per-token scores of {first.shape[2]} tags "
                                  "(not blank-dominated, so not CTC): tag agreement with float")
     if first.ndim in (3, 4) and looks_map(first):
-        return DefaultMetric("map_iou", f"first output [N, {shape}] is a probability map: IoU of the masks "
+        return DefaultMetric("map_iou", f"first output {dims} is a probability map: IoU of the masks "
                              "thresholded at 0.5 per image, blank images included")
-    return DefaultMetric("signal", f"first output [N, {shape}] says no task clearly: decisions changed in the "
+    return DefaultMetric("signal", f"first output {dims} says no task clearly: decisions changed in the "
                          "worst slice of every output, each slice with its own threshold",
                          suggestion(first))

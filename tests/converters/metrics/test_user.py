@@ -48,7 +48,8 @@ def test_unknown_names_list_the_allowed_set(tmp_path: Path) -> None:
         get_metric(f"{tmp_path / 'missing.py'}:close")
     with pytest.raises(UserError, match="its options: blank"):
         get_metric("ctc", conf=0.5)
-    assert set(METRICS) == {"top1", "detection", "ctc", "sqnr", "map_iou", "embedding", "tags", "regression", "signal"}
+    assert set(METRICS) == {"top1", "detection", "ctc", "sqnr", "map_iou", "embedding", "tags", "regression", "cells",
+                            "signal"}
 
 
 def test_options_are_bound() -> None:
