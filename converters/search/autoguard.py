@@ -132,14 +132,18 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
         plans = steps(ranking, max_steps=len(ranking))
         bound = widen.latency_bound(ctx, qdq_path)
         budget = scorer.task.budget(ctx.profile)[0]
+        too_slow: dict[str, list[set[str]]] = {}  # rung -> node sets its rebuild was over the latency budget
 
         def attempt_at(names: list[str], nodes: list[str], k: int | str, rung: str) -> Attempt | None:
             """Rebuild ``nodes`` at ``rung`` and score it; None when the rung cannot rewrite the
             graph or breaks the latency budget (the next rung is tried)."""
+            if any(over <= set(nodes) for over in too_slow.get(rung, [])):
+                return None  # a superset of a span over the latency budget at this rung: over it too
             try:
                 path = rebuild(ctx, method, nodes, k, rung)
                 latency = widen.latency_ms(ctx, path) if bound is not None else None
                 if latency is not None and latency > bound:
+                    too_slow.setdefault(rung, []).append(set(nodes))
                     outcome.over_latency.append({"rung": rung, "nodes": len(nodes), "latency_ms": round(latency, 2),
                                                  "budget_ms": bound})
                     ctx.report(f"  accuracy guard: {len(names)} candidate(s) {rung} ({len(nodes)} nodes): "
