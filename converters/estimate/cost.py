@@ -32,7 +32,7 @@ that has them) or, for ``method = "benchmark"``, from ``edgekit calibrate-host``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from edgekit.targets import PowerModel
@@ -49,6 +49,16 @@ MODEL_KEYS = list(COST_MODEL_KEYS)
 assert tuple(KINDS) == COST_KINDS, "estimator op kinds and [cost_model] kinds differ"
 
 PER_KIND = "parallel_efficiency_of_"  # + "conv_f32" ...: measured per kernel kind (host)
+# LiteRT runs a 16x8 conv / fully-connected layer (int16 activations, int8 weights: the accuracy
+# guard's int16 rung) on its reference kernel whenever the bias is int64, as the 16x8 spec and
+# the .tflite writer (tflite/sixteen.py) make it ("Fallback to reference kernel when bias_type is
+# int64 as there is no optimized kernel for int64 bias yet", tensorflow/lite/kernels/conv.cc):
+# scalar loops, one thread. Measured with LiteRT 2.3 on this 2-core EPYC, one thread, YOLOv8n
+# (nudenet 320n) .tflite: int8 all through 25-52 ms for 1013 M MACs (XNNPACK); model.0-4 at 16x8
+# (195 M MACs) 694 ms, model.0-9 (394 M MACs) 1506 ms: about 0.27 GMAC/s against 20-40 at int8,
+# ~100x (docs/measurements/guard.md). Those layers cost their int8 time x REFERENCE_16X8, one thread.
+REFERENCE_16X8 = 100.0
+
 __all__ = ["DTYPES", "MODEL_KEYS", "PER_KIND", "RATE_KEYS", "CostModel", "power_w", "rate_key"]
 
 
@@ -91,6 +101,10 @@ class CostModel:
         return cls({k: float(section[k]) for k in MODEL_KEYS}, method, source, per_kind)
 
     def op_seconds(self, op: Op, threads: int, cached: bool = False) -> float:
+        if op.int16:  # LiteRT's 16x8 reference kernel: one thread, REFERENCE_16X8 times slower
+            one = replace(op, int16=False)
+            return self.op_seconds(one, 1, cached) + (REFERENCE_16X8 - 1) * op.macs / (
+                self.values[rate_key(op.kind, "int8")] * 1e9)
         v = self.values
         extra = max(threads, 1) - 1
         overhead = v["op_overhead_us"] * 1e-6

@@ -129,6 +129,14 @@ def _tensor_table(model: Any) -> dict[str, TensorInfo]:
     return table
 
 
+def _mark_int16(nodes: list[Node], tensors: dict[str, TensorInfo], consts: set[str]) -> None:
+    """Integer kernels reading a 16-bit integer activation (the guard's int16 rung: 16x8)."""
+    for node in nodes:
+        if node.int8:
+            node.int16 = any(i and i not in consts and i in tensors and not tensors[i].floating
+                             and tensors[i].itemsize == 2 for i in node.inputs)
+
+
 COSTED_DOMAINS = ("", "ai.onnx", "com.microsoft")
 
 
@@ -191,6 +199,7 @@ def read_graph(source: Any, precision: str = "float32", batch: int = 1) -> Graph
         live, alias = strip_qdq(live, tensors, consts)
     elif has_qdq:
         live, alias = fuse_qdq(live, consts, outputs)
+        _mark_int16(live, tensors, consts)
     else:
         live, alias = simulate_int8(live, tensors, consts, outputs)
     live, drop_alias = _drop_identities(live)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from .types import Graph, Node
 
 KINDS = ("conv", "stem", "depthwise", "gemm", "elementwise")
+MAC_KINDS = KINDS[:4]  # multiply-accumulate kernels
 # A dense conv over this few input channels per group (an image stem: gray or RGB) cannot
 # fill SIMD lanes along its input channels; it gets its own, lower rate ("stem").
 STEM_MAX_CHANNELS = 3
@@ -58,6 +59,7 @@ class Op:
     weight_names: list[str] = field(default_factory=list)  # constants read (weights, biases)
     inplace: bool = False  # may write its output over an input that dies here
     uncosted: str = ""  # why the cost model cannot cost it (timed on the host instead)
+    int16: bool = False  # a 16x8 integer kernel (int16 activations): ``cost.REFERENCE_16X8``
 
     @property
     def dtype(self) -> str:
@@ -229,6 +231,6 @@ def build_ops(graph: Graph) -> list[Op]:
             weight_bytes=sum(graph.info(w).nbytes for w in weights) if kind != "alias" else 0,
             inputs=inputs, outputs=outputs, weight_names=weights if kind != "alias" else [],
             inplace=kind == "elementwise" and lead.op_type in INPLACE_OPS,
-            uncosted=lead.uncosted,
+            uncosted=lead.uncosted, int16=lead.int16 and kind in MAC_KINDS,
         ))
     return ops

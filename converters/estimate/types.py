@@ -43,6 +43,7 @@ class Node:
     outputs: list[str]
     attrs: dict[str, Any] = field(default_factory=dict)
     int8: bool = False
+    int16: bool = False  # an integer kernel on int16 activations (16x8): see ``cost.REFERENCE_16X8``
     # why the cost model cannot cost it ("control flow (If)", "domain 'ai.onnx.ml'"); empty:
     # it can. Such a node is timed on the host instead (``uncosted.py``).
     uncosted: str = ""

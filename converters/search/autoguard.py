@@ -42,6 +42,7 @@ from edgekit.errors import BudgetError
 
 from ..context import BuildContext
 from ..stages.quantize import QuantizeConfig
+from . import widen
 from .guard_outcome import Attempt, GuardOutcome
 from .guard_report import Progress, at_fault, table
 
@@ -129,38 +130,79 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
             return outcome
         label_ops(ranking, ctx.float_path)
         plans = steps(ranking, max_steps=len(ranking))
+        bound = widen.latency_bound(ctx, qdq_path)
+        budget = scorer.task.budget(ctx.profile)[0]
+        too_slow: dict[str, list[set[str]]] = {}  # rung -> node sets its rebuild was over the latency budget
+
+        def attempt_at(names: list[str], nodes: list[str], k: int | str, rung: str) -> Attempt | None:
+            """Rebuild ``nodes`` at ``rung`` and score it; None when the rung cannot rewrite the
+            graph or breaks the latency budget (the next rung is tried)."""
+            if any(over <= set(nodes) for over in too_slow.get(rung, [])):
+                return None  # a superset of a span over the latency budget at this rung: over it too
+            try:
+                path = rebuild(ctx, method, nodes, k, rung)
+                latency = widen.latency_ms(ctx, path) if bound is not None else None
+                if latency is not None and latency > bound:
+                    too_slow.setdefault(rung, []).append(set(nodes))
+                    outcome.over_latency.append({"rung": rung, "nodes": len(nodes), "latency_ms": round(latency, 2),
+                                                 "budget_ms": bound})
+                    ctx.report(f"  accuracy guard: {len(names)} candidate(s) {rung} ({len(nodes)} nodes): "
+                               f"estimated {latency:.0f} ms > the {bound:g} ms latency budget: not scored")
+                    return None
+                score = scorer.score(path, shipped_keep_float(ctx, nodes, rung), ranges)[1]
+            except Exception as exc:  # noqa: BLE001 - a rung that cannot rewrite this graph: the next rung
+                if rung == "float":
+                    raise
+                outcome.failed_rungs.append({"rung": rung, "nodes": len(nodes),
+                                             "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
+                ctx.warn(f"accuracy guard: the {rung} rung failed on {len(nodes)} node(s) "
+                         f"({type(exc).__name__}); trying the next rung")
+                return None
+            made = Attempt(names, nodes, path, score, acceptable(score), rung, budget)
+            outcome.attempts.append(made)
+            progress(0)
+            ctx.report(f"  accuracy guard: {len(names)} candidate(s) {rung} ({len(nodes)} nodes): "
+                       f"{score.evidence.text()} -> {'within the budget' if made.met else 'over it'}")
+            return made
+
         for k, size in enumerate(prefix_sizes(len(plans))):
             plan = plans[size - 1]
-            nodes = nodes_of(plan)
             for rung in rungs_for(plan, outcome.rungs):
-                if len(outcome.attempts) >= config.guard_steps or cut():
+                if outcome.rebuilds >= config.guard_steps or cut():
                     break
-                try:
-                    path = rebuild(ctx, method, nodes, k, rung)
-                    score = scorer.score(path, shipped_keep_float(ctx, nodes, rung), ranges)[1]
-                except Exception as exc:  # noqa: BLE001 - a rung that cannot rewrite this graph: the next rung
-                    if rung == "float":
-                        raise
-                    outcome.failed_rungs.append({"rung": rung, "nodes": len(nodes),
-                                                 "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
-                    ctx.warn(f"accuracy guard: the {rung} rung failed on {len(nodes)} node(s) "
-                             f"({type(exc).__name__}); trying the next rung")
-                    continue
-                attempt = Attempt([p.tensor for p in plan], nodes, path, score, acceptable(score), rung,
-                                  scorer.task.budget(ctx.profile)[0])
-                outcome.attempts.append(attempt)
-                progress(0)
-                ctx.report(f"  accuracy guard: {len(plan)} candidate(s) {rung} ({len(nodes)} nodes): "
-                           f"{score.evidence.text()} -> {'within the budget' if attempt.met else 'over it'}")
-                if attempt.met:
+                made = attempt_at([p.tensor for p in plan], nodes_of(plan), k, rung)
+                if made is not None and made.met:
                     break
-            if outcome.met is not None or outcome.timed_out or len(outcome.attempts) >= config.guard_steps:
+            if outcome.met is not None or outcome.timed_out or outcome.rebuilds >= config.guard_steps:
                 break
+        if outcome.met is not None and outcome.met.score.evidence.verdict(budget) == "cannot tell":
+            widen_fix(ctx, outcome, float_model, qdq, attempt_at, budget, cut)
     finally:
         progress.close()
         outcome.seconds = time.monotonic() - started
         ctx.timings.seconds["accuracy_guard"] = outcome.seconds
     return outcome
+
+
+def widen_fix(ctx: BuildContext, outcome: GuardOutcome, float_model: Any, qdq: Any,
+              attempt_at: Callable[..., Attempt | None], budget: float, cut: Callable[[], bool]) -> None:
+    """The fix met the budget but its evidence cannot tell: widen it by the next stretches of
+    activations at its rung while the latency budget, the budget and the figure allow
+    (``widen.py``); the widest that held ships."""
+    fix = outcome.met
+    assert fix is not None
+    covered = set(fix.nodes)
+    for k, stretch in enumerate(widen.wider(covered, widen.segment_nodes(float_model, qdq))):
+        if outcome.rebuilds >= ctx.config.guard_steps or cut():
+            break
+        nodes = sorted(covered | stretch)
+        made = attempt_at([*fix.float_tensors, f"stretch +{k + 1}"], nodes, f"w{k}", fix.rung)
+        if made is None or not made.met or made.score.drop > fix.score.drop:
+            break
+        fix, covered = made, set(nodes)
+        outcome.widened = made
+        if made.score.evidence.verdict(budget) == "met":
+            break
 
 
 def shipped_keep_float(ctx: BuildContext, nodes: list[str], rung: str) -> list[str]:

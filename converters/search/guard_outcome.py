@@ -45,10 +45,18 @@ class GuardOutcome:
     failed_rungs: list[dict[str, Any]] = field(default_factory=list)  # a rung's rewrite that did not load
     candidates: int = 0        # candidates found (the ceiling restores them all)
     best_single: Any = None    # the best-ranked candidate that is one tensor (not a stretch)
+    over_latency: list[dict[str, Any]] = field(default_factory=list)  # rebuilds over the latency budget
+    widened: Attempt | None = None  # the fix widened while the evidence could not tell (widen.py)
 
     @property
     def met(self) -> Attempt | None:
-        return next((a for a in self.attempts if a.met), None)
+        """The fix that ships: the widest kept, else the first within the budget."""
+        return self.widened or next((a for a in self.attempts if a.met), None)
+
+    @property
+    def rebuilds(self) -> int:
+        """Rebuilds made (scored, or costed over the latency budget): the work bound counts them."""
+        return len(self.attempts) + len(self.over_latency)
 
     @property
     def best(self) -> Attempt | None:
@@ -57,10 +65,12 @@ class GuardOutcome:
     def to_dict(self, budget: float, time_bound: float) -> dict[str, Any]:
         out = {"ladder": list(self.rungs), "budget_points": budget, "time_bound_s": time_bound,
                "timed_out": self.timed_out, "work": {"candidates": self.ranked, "subset_samples": self.subset,
-                                                     "rebuilds": len(self.attempts)},
+                                                     "rebuilds": self.rebuilds},
                "tensors_ranked": self.ranked, "met": self.met is not None, "hopeless": self.hopeless,
                "ranking": [s.to_dict() for s in self.ranking[:8]],
                "attempts": [a.to_dict() for a in self.attempts],
+               **({"over_latency": self.over_latency} if self.over_latency else {}),
+               **({"widened": self.widened.to_dict()} if self.widened is not None else {}),
                **({"failed_rungs": self.failed_rungs} if self.failed_rungs else {})}
         if self.ceiling is not None:
             out["ceiling"] = self.ceiling.evidence.to_dict(budget)

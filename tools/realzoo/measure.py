@@ -85,6 +85,12 @@ def measure(model: Model, artifact: Path | None) -> dict[str, object]:
                            lambda: model.metric.score(got, reference, sets.truth))
             if scored is not None:
                 result["int8"] = _estimate(scored)
+        if "onnx" in _formats(artifact) and "tflite" in _formats(artifact):  # --format both: the ONNX too
+            onnx_got = _safe("int8_onnx", result, lambda: run_artifact(
+                artifact, arrays, axes, input_ranks(source), backend="onnxruntime"))
+            if onnx_got is not None:
+                runs["int8_onnx"] = onnx_got
+                result["int8_onnx"] = _estimate(model.metric.score(onnx_got, reference, sets.truth))
     peer_path = model_dir(model) / "peer_ort_u8s8.onnx"
 
     def peer() -> object:
@@ -101,6 +107,14 @@ def measure(model: Model, artifact: Path | None) -> dict[str, object]:
     if model.metric.extras:
         result["extras"] = _safe("extras", result, lambda: _extras(model, runs, reference, sets.truth))
     return result
+
+
+def _formats(artifact: Path) -> list[str]:
+    """The model formats an artifact ships (its manifest's ``models``)."""
+    import zipfile
+
+    with zipfile.ZipFile(artifact) as archive:
+        return [m["format"] for m in json.loads(archive.read("manifest.json"))["models"]]
 
 
 def _extras(model: Model, runs: dict[str, object], reference: object, truth: dict) -> dict[str, object]:

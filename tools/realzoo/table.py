@@ -171,7 +171,8 @@ def markdown(rows: list[Row], command: str, repo: Path, title: str) -> str:
                 out.append(f"- accepted build kept ONNX nodes float: {kept}")
         for what, figures in ((row.get("metrics") or {}).get("extras") or {}).items():
             parts = [f"{label} {figures[key]['text']}" for key, label in
-                     (("float", "float"), ("int8", "int8 (edgekit)"), ("peer", "ORT U8S8"),
+                     (("float", "float"), ("int8", "int8 (edgekit)"), ("int8_onnx", "int8 (edgekit, its ONNX)"),
+                      ("peer", "ORT U8S8"),
                       ("int8_minus_float", "int8 - float (paired)")) if key in figures]
             out.append(f"- {what}: " + "; ".join(parts))
         for key in ("float_error", "int8_error", "int8_metric_error", "peer_error", "extras_error"):
