@@ -64,12 +64,28 @@ def models(model_type: type) -> list:
           why_flags="ddddocr feeds 0..255 floats; the build asks for a --preprocess TOML "
                     "holding 'scale = 1' when the data holds whole numbers 0..255",
           group=GROUP),
+        m("ddddocr_det_decoded", "ddddocr_det built with its YOLOX decode given (--metric detection --postprocess)",
+          (pins.DDDDOCR,), "ddddocr/common_det.onnx", None, _plain(unseen_vision.captcha_scenes),
+          Metric(f"float detections kept (score 0.1, NMS 0.45, IoU >= 0.5), per float "
+                 f"detection, {_AGREE}", unseen_vision.detections_kept("output"),
+                 needs_reference=True,
+                 extras=(("rendered characters found (IoU >= 0.3 with the ink box)",
+                          unseen_vision.characters_found("output")),)),
+          flags=("--preprocess", "tools/realzoo/ddddocr_det.preprocess.toml", "--metric",
+                 "detection", "--postprocess", "tools.realzoo.unseen_vision:decode_yolox"),
+          why_flags="'scale = 1' as for ddddocr_det; then, as its exit 3 suggests, the model's "
+                    "own YOLOX decode (grid offsets, exp sizes, obj x cls): the default "
+                    "'detection' metric reads the raw rows as YOLO boxes in pixels",
+          group=GROUP),
         m("oww_melspectrogram", "openWakeWord log-mel front end (STFT as Conv/MatMul, log, "
           "clip; ONNX opset 13)", (pins.OPENWAKEWORD,),
           unseen_audio.OWW_MODELS + "melspectrogram.onnx", None,
           _plain(unseen_audio.speech_seconds),
           Metric(f"log-mel values within 1 dB of float's, per 1 s chunk, {_AGREE}",
-                 unseen_audio.mel_within_db("output"), needs_reference=True),
+                 unseen_audio.mel_within_db("output"), needs_reference=True,
+                 extras=(("speech embedding cosine with float's, float embedding model on the "
+                          "run's log-mel (the front end's task)",
+                          unseen_audio.downstream_embedding_cosine("output")),)),
           group=GROUP),
         m("oww_embedding", "openWakeWord speech embedding CNN, 76 mel frames -> 96-d (tf2onnx, "
           "opset 13)", (pins.OPENWAKEWORD,), unseen_audio.OWW_MODELS + "embedding_model.onnx",
@@ -78,5 +94,13 @@ def models(model_type: type) -> list:
                  unseen_audio.embedding_cosine("conv2d_19"), needs_reference=True,
                  extras=(("nearest float embedding (over the set) same as float's",
                           unseen_audio.nearest_neighbour("conv2d_19")),)),
+          group=GROUP),
+        m("oww_hey_jarvis", "openWakeWord 'hey jarvis' head: 16 speech embeddings -> score "
+          "(an If on the batch size; PyTorch export, opset 13)", (pins.OPENWAKEWORD,),
+          unseen_audio.OWW_MODELS + "hey_jarvis_v0.1.onnx", None,
+          unseen_audio.embedding_sequences,
+          Metric(f"wake-word probability within 0.05 of float's (speech without the wake "
+                 f"word: a weak check), {_AGREE}", unseen_audio.score_within("53"),
+                 needs_reference=True),
           group=GROUP),
     ]

@@ -119,3 +119,68 @@ def nearest_neighbour(output: str) -> Scorer:
         np.fill_diagonal(theirs, -2.0)
         return (mine.argmax(1) == theirs.argmax(1)).astype(np.float64)
     return score
+
+
+@cache
+def _embedding_session():  # noqa: ANN202 (an onnxruntime session)
+    import onnxruntime as ort
+
+    path = extracted(pins.OPENWAKEWORD) / OWW_MODELS / "embedding_model.onnx"
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+
+def downstream_embedding_cosine(output: str) -> Scorer:
+    """The task the front end serves: per 1 s chunk, the float embedding model run on the
+    first 76 frames of the run's log-mel (x / 10 + 2, as openWakeWord feeds it) against the
+    same on float's log-mel; cosine similarity."""
+    def embed(mel: np.ndarray) -> np.ndarray:
+        frames = np.asarray(mel, np.float32).reshape(len(mel), -1, 32)[:, :WINDOW] / 10.0 + 2.0
+        session = _embedding_session()
+        return np.concatenate([session.run(None, {"input_1": f[None, ..., None]})[0].reshape(1, -1)
+                               for f in frames])
+
+    def score(outputs: Outputs, reference: Outputs, _: dict[str, np.ndarray]) -> np.ndarray:
+        got, ref = embed(outputs[output]), embed(reference[output])
+        dot = (got * ref).sum(1)
+        return dot / np.maximum(np.linalg.norm(got, axis=1) * np.linalg.norm(ref, axis=1), 1e-12)
+    return score
+
+
+HEAD_WINDOW = 16  # embeddings a wake-word head reads (openWakeWord 0.4.0, 16 x 96)
+
+
+def _embeddings(samples: np.ndarray) -> np.ndarray:
+    """openWakeWord's _get_embeddings: float mel, 76-frame windows every 8 frames, float
+    embedding model: [T, 96]."""
+    windows = _windows(samples, None, 8)
+    session = _embedding_session()
+    return np.concatenate([session.run(None, {"input_1": w[None]})[0].reshape(1, -1)
+                           for w in windows]).astype(np.float32)
+
+
+def embedding_sequences(_source: Path) -> Sets:
+    """A wake-word head's input [N, 16, 96]: 16 consecutive float embeddings of real speech.
+    Calibration: 64 sequences spread over two_cities.wav; validation: the other recordings
+    every 4 embeddings. No recording says the wake word: the heads should stay near 0."""
+    found = recordings()
+    calib_from = _embeddings(found["two_cities.wav"])
+    starts = np.linspace(0, len(calib_from) - HEAD_WINDOW, CALIB_COUNT).astype(int)
+    calib = np.stack([calib_from[s:s + HEAD_WINDOW] for s in starts])
+    val = []
+    for name, rec in found.items():
+        if name != "two_cities.wav":
+            emb = _embeddings(rec)
+            val += [emb[s:s + HEAD_WINDOW] for s in range(0, len(emb) - HEAD_WINDOW + 1, 4)]
+    return Sets({"x.1": calib}, {"x.1": np.stack(val)}, {},
+                "16 consecutive float speech embeddings (openWakeWord's front end on real "
+                "speech): calibration from two_cities.wav, validation from the other three "
+                "recordings; none says the wake word")
+
+
+def score_within(output: str, tolerance: float = 0.05) -> Scorer:
+    """1 where the wake-word probability is within ``tolerance`` of float's."""
+    def score(outputs: Outputs, reference: Outputs, _: dict[str, np.ndarray]) -> np.ndarray:
+        n = len(reference[output])
+        got, ref = outputs[output].reshape(n), reference[output].reshape(n)
+        return (np.abs(got - ref) <= tolerance).astype(np.float64)
+    return score
