@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from edgekit.converters.graph.scopes import node_reads
 
 DRAWS = 4  # sign draws at the boundary: the largest response over them is the float step
 SEED = 0
@@ -55,8 +56,9 @@ def int8_boundary(model: Any, output: str) -> dict[str, str]:
             boundary[name] = node.input[1]
             continue
         # float nodes, and int16 Q/DQ: the int8 rounding upstream reaches the output through
-        # them, so the step is taken at the int8 tensors beyond
-        todo += [i for i in node.input if i and i not in inits]
+        # them, so the step is taken at the int8 tensors beyond (an If's branches read
+        # outer-scope tensors too: those are its inputs as well)
+        todo += [i for i in node_reads(node) if i not in inits]
     return boundary
 
 
@@ -123,7 +125,7 @@ def tail_model(model: Any, boundary: list[str], output: str) -> Any:
                 reached.append(inputs[name])
             continue
         keep.add(id(node))
-        todo += [i for i in node.input if i]
+        todo += node_reads(node)  # a subgraph's outer-scope reads must be in the tail too
     feeds = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in boundary]
     outs = [o for o in graph.output if o.name == output] or [
         helper.make_tensor_value_info(output, TensorProto.FLOAT, None)]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from edgekit.converters.tflite.source_fp16 import fold_fp16_dequantize
 
 from edgekit.errors import ModelFormatError, UnsupportedModelError, UserError
 
@@ -119,6 +120,28 @@ def _check_against_litert(source: Path, converted: Path) -> float:
     return worst
 
 
+def failed_at(exc: BaseException) -> str:
+    """The tflite2onnx operator (or tensor, with the ops around it) an exception was raised
+    in: the innermost ``self`` of its traceback that is one. "an unknown op" otherwise."""
+    import traceback
+
+    frames = [frame for frame, _ in traceback.walk_tb(exc.__traceback__)]
+    for frame in reversed(frames):
+        owner = frame.f_locals.get("self")
+        module = type(owner).__module__ if owner is not None else ""
+        if not module.startswith("tflite2onnx"):
+            continue
+        try:
+            if module.startswith("tflite2onnx.op"):
+                return f"op {owner.name!r} ({owner.type})"
+            if module == "tflite2onnx.tensor":
+                ops = [f"{op.name!r} ({op.type})" for op in owner.producers + owner.consumers]
+                return f"tensor {owner.name!r} of op {', '.join(ops) or 'none'}"
+        except Exception:  # noqa: BLE001, S112 - a half-built object: try the outer frames
+            continue
+    return "an unknown op"
+
+
 def tflite_to_onnx(source: Path, out: Path) -> list[str]:
     """Write the ONNX graph of the float .tflite ``source`` to ``out``; returns report lines.
     An op tflite2onnx cannot convert, or a result that differs from LiteRT's, is an
@@ -133,16 +156,24 @@ def tflite_to_onnx(source: Path, out: Path) -> list[str]:
 
     shapes = tflite_io_shapes(source)
     raw = out.with_name(out.stem + ".tflite2onnx.onnx")
+    flat, halves = fold_fp16_dequantize(source.read_bytes())
+    readable = out.with_name(out.stem + ".fp32.tflite") if halves else source
+    if halves:
+        readable.write_bytes(flat)  # a copy beside the output: the source is never modified
     quiet = logging.getLogger("tflite2onnx")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # "float16 not supported/tested": checked below instead
     try:
-        tflite2onnx.convert(str(source), str(raw))
-    except NotImplementedError as exc:
-        raise UnsupportedModelError(f"{source}: tflite2onnx {tflite2onnx.__version__} cannot "
-                                    f"convert this model: {exc}") from exc
+        tflite2onnx.convert(str(readable), str(raw))
+    except Exception as exc:  # noqa: BLE001 - any failure of the converter is the model's
+        raise UnsupportedModelError(
+            f"{source}: tflite2onnx {tflite2onnx.__version__} cannot convert this model "
+            f"(at {failed_at(exc)}): {type(exc).__name__}: {exc}; export the original model "
+            "to ONNX instead") from exc
     finally:
         quiet.setLevel(level)
+        if halves:
+            readable.unlink(missing_ok=True)
     model = onnx.load(str(raw))
     moved = _retranspose(model, shapes)
     onnx.save_model(model, str(out))
@@ -155,6 +186,8 @@ def tflite_to_onnx(source: Path, out: Path) -> list[str]:
             f"(expected <= {MATCH_TOLERANCE:.1%}); export the original model to ONNX instead")
     notes = [f"converted the .tflite to ONNX with tflite2onnx {tflite2onnx.__version__} "
              f"(matches LiteRT within {worst:.1e} of each output's largest value)"]
+    if halves:
+        notes.append(f"read {halves} float16 weights (DEQUANTIZE of a constant) as float32")
     if moved:
         notes.append(f"kept the .tflite's NHWC layout for {', '.join(moved)} (a Transpose "
                      "at the graph's edge)")
