@@ -82,10 +82,13 @@ class WidthPlan:
     predicted_error: float = 0.0
     target_latency_s: float = 0.0
     reachable: bool = True
+    # what each group's error is: the model output's under magnitude masks (here), or the
+    # consumer's reconstruction error (recon_plan.py)
+    method: str = "sensitivity- and latency-aware (greedy, saved latency per error)"
 
     def to_dict(self) -> dict[str, Any]:
         share = self.dense_latency_s or 1.0
-        return {"method": "sensitivity- and latency-aware (greedy, saved latency per error)",
+        return {"method": self.method,
                 "dense_latency_ms": round(self.dense_latency_s * 1e3, 4),
                 "target_latency_ms": round(self.target_latency_s * 1e3, 4),
                 "predicted_latency_ms": round(self.predicted_latency_s * 1e3, 4),

@@ -216,7 +216,8 @@ def _torch(ctx: BuildContext, ratio: float, precheck: Precheck | None,
     dense = record.source.model
     args = _example_args(ctx)
     calib = [ctx.calib.arrays[i["name"]] for i in ctx.inputs]
-    plan = plan_for(ctx, dense, args, calib, ratio) if widths == "sensitivity" else None
+    plan = (plan_for(ctx, dense, args, calib, ratio, select) if widths == "sensitivity"
+            else None)
     module, report = prune_structured(dense, args, ratio, None if plan is None else plan.widths)
     if precheck is not None and not precheck(_architecture(ctx, module, args)):
         return None
