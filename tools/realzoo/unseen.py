@@ -96,7 +96,8 @@ def models(model_type: type) -> list:
                           unseen_audio.nearest_neighbour("conv2d_19")),)),
           group=GROUP),
         m("oww_hey_jarvis", "openWakeWord 'hey jarvis' head: 16 speech embeddings -> score "
-          "(an If on the batch size; PyTorch export, opset 13)", (pins.OPENWAKEWORD,),
+          "(an If runs a verifier net when the score passes a threshold; PyTorch export, "
+          "opset 13)", (pins.OPENWAKEWORD,),
           unseen_audio.OWW_MODELS + "hey_jarvis_v0.1.onnx", None,
           unseen_audio.embedding_sequences,
           Metric(f"wake-word probability within 0.05 of float's (speech without the wake "
