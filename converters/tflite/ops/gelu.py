@@ -7,6 +7,12 @@ one ONNX ``Gelu`` node after shape inference. ``Gelu`` nodes (opset 20) convert 
 The int8 GELU is one table lookup on the exact function, where onnxruntime's QDQ graph
 rounds erf, 1 + erf and the 0.5 product to int8 on the way; on their own the two agree
 within one output step (tests/converters/tflite/test_transformer.py).
+
+The accuracy guard's int16 rung (``converters/ptq/precision.py``) puts more inside the chain:
+a second Q -> DQ pair where an int8 tensor meets an int16 consumer, and a Relu on the
+one-sided 1 + erf (named ``...__relu``, a no-op on [0, 2]); the match steps over both
+(Moonshine's int16 candidates were written with an Erf the writer has no converter for, so
+the guard judged them on onnxruntime and an int16 choice would have shipped ONNX).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from edgekit.converters.tflite.schema import Op, S
 from onnx import helper
 
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
+RESTORED_RELU = "__relu"  # the name suffix of the Relu ptq/precision.py's int16 rung restores
 
 
 def convert_gelu(ctx: ConversionContext, node: onnx.NodeProto) -> None:
@@ -42,6 +49,16 @@ def _origin(g: OnnxGraph, name: str) -> str:
     return dq.source if dq is not None else name
 
 
+def _root(g: OnnxGraph, name: str) -> str:
+    """The float tensor behind any chain of Q -> DQ pairs (an int8 and an int16 copy of one
+    tensor are the same value up to rounding)."""
+    while True:
+        p = g.producer.get(name)
+        if p is None or p.op_type not in _QDQ:
+            return name
+        name = p.input[0]
+
+
 def _scalar(g: OnnxGraph, name: str) -> float | None:
     """A constant single-value operand (dequantized when behind a DQ), else None."""
     if name in g.const:
@@ -56,24 +73,27 @@ def _scalar(g: OnnxGraph, name: str) -> float | None:
 
 def _next(g: OnnxGraph, name: str, hops: list[onnx.NodeProto]
           ) -> tuple[onnx.NodeProto, str] | None:
-    """The single consumer of ``name``, stepping over one Q -> DQ pair (recorded in
-    ``hops``); returns (consumer, the name it reads)."""
-    if name in g.outputs:
-        return None
-    users = g.consumers.get(name, [])
-    if len(users) == 1 and users[0].op_type == "QuantizeLinear":
-        q = users[0]
-        dqs = g.consumers.get(q.output[0], [])
-        if len(dqs) != 1 or dqs[0].op_type != "DequantizeLinear" or q.output[0] in g.outputs:
-            return None
-        hops += [q, dqs[0]]
-        name = dqs[0].output[0]
+    """The single consumer of ``name``, stepping over Q -> DQ pairs and the int16 rung's
+    restored Relu (recorded in ``hops``); returns (consumer, the name it reads)."""
+    while True:
         users = g.consumers.get(name, [])
-        if name in g.outputs:
+        if name in g.outputs or len(users) != 1:
             return None
-    if len(users) != 1 or users[0].op_type in _QDQ:
-        return None
-    return users[0], name
+        user = users[0]
+        if user.op_type == "QuantizeLinear":
+            dqs = g.consumers.get(user.output[0], [])
+            if len(dqs) != 1 or dqs[0].op_type != "DequantizeLinear" or \
+                    user.output[0] in g.outputs:
+                return None
+            hops += [user, dqs[0]]
+            name = dqs[0].output[0]
+        elif user.op_type == "Relu" and user.name.endswith(RESTORED_RELU):
+            hops.append(user)
+            name = user.output[0]
+        elif user.op_type in _QDQ:
+            return None
+        else:
+            return user, name
 
 
 def _other(node: onnx.NodeProto, name: str) -> str:
@@ -115,7 +135,7 @@ def _match(g: OnnxGraph, erf: onnx.NodeProto) -> tuple[str, list[onnx.NodeProto]
         half = _scalar(g, other)
         if not half_seen and half is not None and np.isclose(half, 0.5, 1e-3):
             half_seen = True
-        elif not x_seen and _origin(g, other) == _origin(g, x):
+        elif not x_seen and _root(g, other) == _root(g, x):
             x_seen = True
         else:
             return None

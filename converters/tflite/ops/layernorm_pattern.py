@@ -22,11 +22,10 @@ from __future__ import annotations
 import numpy as np
 import onnx
 from edgekit.converters.tflite.graph import OnnxGraph
-from edgekit.converters.tflite.ops.gelu import _origin, _scalar
+from edgekit.converters.tflite.ops.gelu import RESTORED_RELU, _origin, _scalar
 from onnx import helper
 
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
-RESTORED_RELU = "__relu"  # the name suffix of the Relu ptq/precision.py's int16 rung restores
 
 
 def _users(g: OnnxGraph, name: str, hops: list[onnx.NodeProto]) -> list[tuple[onnx.NodeProto,
