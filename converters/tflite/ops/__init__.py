@@ -27,6 +27,7 @@ from edgekit.converters.tflite.ops import (
     shape,
     slice,
     softmax,
+    space_depth,
 )
 from edgekit.converters.tflite.ops.base import OpSpec
 
@@ -54,6 +55,7 @@ REGISTRY: dict[str, OpSpec] = {
     **select.SPECS,
     **l2norm.SPECS,
     **argmax.SPECS,
+    **space_depth.SPECS,
 }
 
 # graph rewrites run after shape inference, before conversion: (graph, keep_float) -> count
