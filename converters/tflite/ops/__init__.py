@@ -6,6 +6,7 @@ from edgekit.converters.tflite.ops import (
     activation,
     argmax,
     batchnorm,
+    clip_tensor,
     conv,
     convtranspose,
     divide,
@@ -56,6 +57,7 @@ REGISTRY: dict[str, OpSpec] = {
     **l2norm.SPECS,
     **argmax.SPECS,
     **space_depth.SPECS,
+    **clip_tensor.SPECS,  # Clip with computed bounds; replaces activation's entry
 }
 
 # graph rewrites run after shape inference, before conversion: (graph, keep_float) -> count
