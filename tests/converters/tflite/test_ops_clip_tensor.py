@@ -28,9 +28,15 @@ def top_db_clamp(before_clip: str = "Mul") -> onnx.ModelProto:
              helper.make_node("ReduceMax", ["y"], ["peak"], keepdims=0, name="peak"),
              helper.make_node("Sub", ["peak", "top_db"], ["floor"], name="floor"),
              helper.make_node("Clip", ["y", "floor"], ["out"], name="clamp")]
+    return _model(nodes, inits, "out")
+
+
+def _model(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], out: str
+           ) -> onnx.ModelProto:
+    """An opset-13 model from ``x`` [SHAPE] to ``out`` [SHAPE]."""
     graph = helper.make_graph(
         nodes, "top_db", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, SHAPE)], inits)
+        [helper.make_tensor_value_info(out, TensorProto.FLOAT, SHAPE)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     return model
@@ -91,12 +97,7 @@ def int8_top_db_clamp() -> onnx.ModelProto:
              *qdq("peak"), helper.make_node("Sub", ["peak_dq", "top_db"], ["floor"], name="floor"),
              *qdq("floor"), helper.make_node("Clip", ["y_dq", "floor_dq"], ["out"], name="clamp"),
              *qdq("out")]
-    graph = helper.make_graph(
-        nodes, "top_db_int8", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
-        [helper.make_tensor_value_info("out_dq", TensorProto.FLOAT, SHAPE)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    return model
+    return _model(nodes, inits, "out_dq")
 
 
 def test_a_computed_clip_bound_is_int8_where_the_graph_quantizes_it(tmp_path) -> None:
