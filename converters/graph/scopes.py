@@ -25,9 +25,9 @@ def subgraphs(node: Any) -> list[Any]:
 
 
 def outer_reads(graph: Any) -> list[str]:
-    """The names ``graph`` (a subgraph) reads but does not define: its inputs, initializers
-    and node outputs are its own; everything else comes from an enclosing scope. Nested
-    subgraphs count, minus what this graph defines for them. In first-read order."""
+    """The names ``graph`` (a subgraph) reads or returns but does not define: its inputs,
+    initializers and node outputs are its own; everything else comes from an enclosing scope.
+    Nested subgraphs count, minus what this graph defines for them. In first-read order."""
     local = {i.name for i in graph.input} | {t.name for t in graph.initializer}
     local |= {t.values.name for t in graph.sparse_initializer}
     seen: dict[str, None] = {}
@@ -36,6 +36,9 @@ def outer_reads(graph: Any) -> list[str]:
             if name and name not in local:
                 seen.setdefault(name)
         local.update(node.output)
+    for out in graph.output:  # a branch may return an outer tensor itself, with no node
+        if out.name not in local:
+            seen.setdefault(out.name)
     return list(seen)
 
 

@@ -18,7 +18,7 @@ from onnx import helper
 
 # ops that move bytes without changing values: a Q after them is a Q before them
 SAME_SCALE = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Identity", "Dropout",
-              "Expand"}
+              "Expand", "SpaceToDepth", "DepthToSpace"}
 # ops whose output holds some of their input's values, unchanged (Gather: constant indices)
 BYTE_MOVERS = SAME_SCALE | {"Gather"}
 # ops a Q after them can move in front of, exactly: rounding at one scale is monotone, so
@@ -143,7 +143,9 @@ def _quantize_byte_mover_inputs(graph: onnx.GraphProto, producer: dict, consumer
     with the output Q's parameters: moving bytes and quantizing per tensor commute, so the
     values are exactly those onnxruntime computes. Returns {id(mover): [Q, DQ]}."""
     before: dict[int, list[onnx.NodeProto]] = {}
-    for node in graph.node:
+    # last to first: a chain of movers (SpaceToDepth -> Gather, YOLOX's Focus stem) gets its
+    # pairs from the Q back to the input, each mover's new Q the next one's consumer
+    for node in reversed(graph.node):
         if node.op_type not in BYTE_MOVERS or node.name in keep_float or \
                 len(node.output) != 1 or not node.input:
             continue
@@ -163,6 +165,7 @@ def _quantize_byte_mover_inputs(graph: onnx.GraphProto, producer: dict, consumer
         dq_name = names.fresh(f"{node.output[0]}_edgekit_in_dq")
         q = helper.make_node("QuantizeLinear", [node.input[0], *args], [q_name], name=q_name)
         dq = helper.make_node("DequantizeLinear", [q_name, *args], [dq_name], name=dq_name)
+        consumers[q.input[0]] = [q if u is node else u for u in consumers.get(q.input[0], [])]
         node.input[0] = dq_name
         before[id(node)] = [q, dq]
     return before

@@ -6,6 +6,7 @@ from edgekit.converters.tflite.ops import (
     activation,
     argmax,
     batchnorm,
+    clip_tensor,
     conv,
     convtranspose,
     divide,
@@ -28,6 +29,7 @@ from edgekit.converters.tflite.ops import (
     shape,
     slice,
     softmax,
+    space_depth,
 )
 from edgekit.converters.tflite.ops.base import OpSpec
 
@@ -56,6 +58,8 @@ REGISTRY: dict[str, OpSpec] = {
     **select.SPECS,
     **l2norm.SPECS,
     **argmax.SPECS,
+    **space_depth.SPECS,
+    **clip_tensor.SPECS,  # Clip with computed bounds; replaces activation's entry
 }
 
 # graph rewrites run after shape inference, before conversion: (graph, keep_float) -> count

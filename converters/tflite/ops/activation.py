@@ -29,6 +29,8 @@ def fused_code(ctx: ConversionContext, node: onnx.NodeProto) -> int | None:
     """The fused-activation code equal to this Relu/Clip, or None."""
     if node.op_type not in ("Relu", "Clip"):
         return None
+    if not all(ctx.is_const(i) for i in node.input[1:] if i):
+        return None  # a bound computed from the data (ops/clip_tensor.py)
     lo, hi = clip_bounds(ctx, node)
     return {(0.0, float("inf")): Act.RELU, (0.0, 6.0): Act.RELU6,
             (-1.0, 1.0): Act.RELU_N1_TO_1}.get((lo, hi))

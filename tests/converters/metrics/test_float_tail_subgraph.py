@@ -61,6 +61,10 @@ def test_a_branch_reads_its_outer_scope_recursively() -> None:
         "x", TensorProto.FLOAT, None)], [helper.make_tensor_value_info(
             "out", TensorProto.FLOAT, None)])
     assert sorted(outer_reads(inner)) == ["cond", "p", "w"]
+    # a branch that returns an outer tensor as it is, with no node, reads it too
+    bare = helper.make_graph([], "bare", [], [helper.make_tensor_value_info(
+        "p", TensorProto.FLOAT, None)])
+    assert outer_reads(bare) == ["p"]
 
 
 def test_the_tail_of_an_if_holds_what_its_branches_read() -> None:
