@@ -56,3 +56,7 @@ def test_a_fix_widens_along_the_stretches_nearest_first():
     assert wider({"c", "x"}, stretches) == [{"d", "e"}, {"f"}, {"a", "b"}]
     assert wider({"a", "b", "c"}, stretches) == [{"d", "e"}, {"f"}]
     assert wider({"x"}, stretches) == []
+    # a fix holding the first stretch and one node of the third (a reader it shares) still
+    # widens to the second next; one node of a stretch does not hold it
+    assert wider({"a", "b", "d"}, stretches) == [{"c"}, {"d", "e"}, {"f"}]
+    assert wider({"d"}, [{"a", "b"}, {"c"}, {"d", "e", "g"}]) == []
