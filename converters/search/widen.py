@@ -12,9 +12,10 @@
   against 5), held-out data can miss (91.7% of float's detections kept on 24 held-out ones). The
   guard then spends what the latency budget leaves: the fix widened by the next contiguous
   stretch of activations (``restore.segments``: the int8 error builds up along the backbone),
-  at the same rung, kept while it fits the latency budget, stays acceptable and is no worse on
-  the task figure; it stops at the first that is not, when the evidence says "met", or when the
-  rebuilds (``--guard-steps``) run out. Work, not seconds: the same inputs give the same bytes.
+  at the same rung, each kept when it fits the latency budget, stays acceptable and is no worse
+  on the task figure, skipped otherwise (a later, cheaper stretch may still fit); it stops when
+  the evidence says "met", the stretches or the rebuilds (``--guard-steps``) run out. Work, not
+  seconds: the same inputs give the same bytes.
 """
 
 from __future__ import annotations
