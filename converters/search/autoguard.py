@@ -186,9 +186,10 @@ def run_guard(ctx: BuildContext, method: str, qdq_path: Path, first: TaskScore, 
 
 def widen_fix(ctx: BuildContext, outcome: GuardOutcome, float_model: Any, qdq: Any,
               attempt_at: Callable[..., Attempt | None], budget: float, cut: Callable[[], bool]) -> None:
-    """The fix met the budget but its evidence cannot tell: widen it by the next stretches of
-    activations at its rung while the latency budget, the budget and the figure allow
-    (``widen.py``); the widest that held ships."""
+    """The fix met the budget but its evidence cannot tell: widen it by each next stretch of
+    activations at its rung, nearest first, keeping those that fit the latency budget, stay
+    acceptable and leave the figure no worse, skipping the others (``widen.py``); the rebuilds
+    left bound the work. The widest that held ships."""
     fix = outcome.met
     assert fix is not None
     covered = set(fix.nodes)
@@ -198,7 +199,7 @@ def widen_fix(ctx: BuildContext, outcome: GuardOutcome, float_model: Any, qdq: A
         nodes = sorted(covered | stretch)
         made = attempt_at([*fix.float_tensors, f"stretch +{k + 1}"], nodes, f"w{k}", fix.rung)
         if made is None or not made.met or made.score.drop > fix.score.drop:
-            break
+            continue  # over the latency budget, or no better: a later stretch may still fit
         fix, covered = made, set(nodes)
         outcome.widened = made
         if made.score.evidence.verdict(budget) == "met":

@@ -12,9 +12,10 @@
   against 5), held-out data can miss (91.7% of float's detections kept on 24 held-out ones). The
   guard then spends what the latency budget leaves: the fix widened by the next contiguous
   stretch of activations (``restore.segments``: the int8 error builds up along the backbone),
-  at the same rung, kept while it fits the latency budget, stays acceptable and is no worse on
-  the task figure; it stops at the first that is not, when the evidence says "met", or when the
-  rebuilds (``--guard-steps``) run out. Work, not seconds: the same inputs give the same bytes.
+  at the same rung, each kept when it fits the latency budget, stays acceptable and is no worse
+  on the task figure, skipped otherwise (a later, cheaper stretch may still fit); it stops when
+  the evidence says "met", the stretches or the rebuilds (``--guard-steps``) run out. Work, not
+  seconds: the same inputs give the same bytes.
 """
 
 from __future__ import annotations
@@ -67,9 +68,11 @@ def segment_nodes(float_model: Any, qdq: Any) -> list[set[str]]:
 
 def wider(nodes: set[str], segments: list[set[str]]) -> list[set[str]]:
     """The stretches to add one at a time, nearest the fix first: those after the last stretch
-    the fix touches, then those before the first. None when the fix touches no stretch (a
-    branch or one tensor: a local fix, not error built up along the graph)."""
-    touched = [k for k, seg in enumerate(segments) if seg & nodes]
+    the fix holds, then those before the first. None when the fix holds no stretch (a branch
+    or one tensor: a local fix, not error built up along the graph). A stretch is held when over half
+    its nodes are in the fix: fix sets take a tensor's readers too, so a stretch's neighbours
+    share a few nodes with it (PP-OCRv4 rec's fix of two stretches touched four)."""
+    touched = [k for k, seg in enumerate(segments) if 2 * len(seg & nodes) > len(seg)]
     if not touched:
         return []
     after = [seg for seg in segments[max(touched) + 1:] if not seg <= nodes]

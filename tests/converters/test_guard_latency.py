@@ -43,3 +43,20 @@ def test_the_guard_skips_a_rung_over_the_latency_budget(tmp_path):
     assert "int16" not in layers.values()
     assert m["validation"]["accuracy_drop"] <= 1.0
     assert m["estimate"]["variants"]["int8"]["latency_ms"]["4"] <= 1.0
+
+
+def test_a_fix_widens_along_the_stretches_nearest_first():
+    """YOLOv8n's first fix was the first stretch (model.0-4): the next ones follow it in graph
+    order, then those before a fix in the middle; a fix that touches no stretch (a head branch,
+    one tensor) is local and is not widened."""
+    from edgekit.converters.search.widen import wider
+
+    stretches = [{"a", "b"}, {"c"}, {"d", "e"}, {"f"}]
+    assert wider({"a", "b"}, stretches) == [{"c"}, {"d", "e"}, {"f"}]
+    assert wider({"c", "x"}, stretches) == [{"d", "e"}, {"f"}, {"a", "b"}]
+    assert wider({"a", "b", "c"}, stretches) == [{"d", "e"}, {"f"}]
+    assert wider({"x"}, stretches) == []
+    # a fix holding the first stretch and one node of the third (a reader it shares) still
+    # widens to the second next; one node of a stretch does not hold it
+    assert wider({"a", "b", "d"}, stretches) == [{"c"}, {"d", "e"}, {"f"}]
+    assert wider({"d"}, [{"a", "b"}, {"c"}, {"d", "e", "g"}]) == []
