@@ -5,8 +5,10 @@ scores and on a face detector's boxes, top-1 on a speaker embedding, tags on a s
 encoder's hidden states, all misjudged builds). Looks at the first output, on real data,
 since shapes alone cannot tell box coordinates from scores:
 
-1. ``[N, 4 + classes, anchors]`` (or transposed) whose first four rows exceed 1 while every
-   other row stays in 0..1, and that decodes into boxes -> ``detection``;
+1. ``[N, 4 + classes, anchors]`` (or transposed) whose first four rows are pixel boxes (sizes
+   never negative, centres spread over the input) while every other row stays in 0..1, and
+   that decodes into boxes -> ``detection``; a raw head (cell offsets, log sizes) -> the signal,
+   suggesting ``--metric detection --postprocess module:function``;
 2. ``[N]`` integer class labels beside an ``[N, C]`` output of class scores (scikit-learn
    through skl2onnx: ``label`` first, probabilities second) -> ``top1`` on the labels;
 3. ``[N, C]`` with integer labels, or rows of probabilities, or logits whose top class stands
@@ -46,14 +48,45 @@ class DefaultMetric:
     suggest: str = ""  # the --metric that would judge the task, when the default is the signal
 
 
+MIN_BOX_SPREAD = 16.0  # pixels: decoded box centres spread over more than two cells of stride 8
+
+
+def _packed_channels(output: np.ndarray) -> np.ndarray | None:
+    """[N, 4 + classes, anchors] (the smaller non-batch axis as channels), or None."""
+    if output.ndim != 3 or min(output.shape[1:]) < 5:
+        return None
+    channels = output if output.shape[1] <= output.shape[2] else output.transpose(0, 2, 1)
+    return channels if channels.shape[2] > channels.shape[1] else None
+
+
+def pixel_boxes(boxes: np.ndarray) -> bool:
+    """[N, 4, anchors] box columns that are boxes in pixels: sizes (or far corners) never
+    negative, centres spread over the input. YOLOX's raw head [N, 3549, 6] (ddddocr) holds
+    offsets within a cell (-1.5..2.5) and log sizes (down to -0.93): read as pixel xywh,
+    every "box" sat within ~2 px of (0, 0) and its build was refused at 33 points of noise."""
+    sizes_ok = bool(boxes[:, 2:].min() >= 0.0)
+    spread = np.median(boxes[:, :2].max(2) - boxes[:, :2].min(2))
+    return sizes_ok and float(spread) > MIN_BOX_SPREAD
+
+
 def looks_packed_detection(output: np.ndarray) -> bool:
     """Boxes in pixels beside probabilities, along the smaller non-batch axis."""
-    if output.ndim != 3 or min(output.shape[1:]) < 5:
+    channels = _packed_channels(output)
+    if channels is None:
         return False
-    channels = output if output.shape[1] <= output.shape[2] else output.transpose(0, 2, 1)
     boxes, scores = channels[:, :4], channels[:, 4:]
     probabilities = scores.min() >= 0.0 and scores.max() <= 1.0
-    return bool(probabilities and np.abs(boxes).max() > 1.0 and channels.shape[2] > channels.shape[1])
+    return bool(probabilities and np.abs(boxes).max() > 1.0 and pixel_boxes(boxes))
+
+
+def looks_raw_detection_head(output: np.ndarray) -> bool:
+    """[N, anchors, 4 + classes] whose box columns are not pixel boxes (cell offsets, log
+    sizes) beside scores in 0..1: a head whose decode is not in the graph."""
+    channels = _packed_channels(output)
+    if channels is None:
+        return False
+    scores = channels[:, 4:]
+    return bool(scores.min() >= 0.0 and scores.max() <= 1.0 and not pixel_boxes(channels[:, :4]))
 
 
 def _decodes(output: np.ndarray) -> bool:
@@ -161,6 +194,8 @@ def suggestion(x: np.ndarray) -> str:
         return "top1 (class scores) or embedding"
     if x.ndim == 2:
         return "regression or top1"
+    if x.ndim == 3 and looks_raw_detection_head(x):
+        return "detection --postprocess module:function (a function decoding the head's boxes)"
     if x.ndim == 3:
         return "tags, ctc, cells or detection (with --postprocess); regression for features"
     if x.ndim == 4:

@@ -121,3 +121,28 @@ def test_integer_labels_beside_probabilities_are_top1() -> None:
     # integers alone, or beside something that is not class scores, say no task
     assert choose_default([labels]).name == "signal"
     assert choose_default([labels, rng.normal(size=(16, 300))]).name == "signal"
+
+
+def _yolox_raw_head(rng: np.random.Generator, n: int = 4, anchors: int = 3549) -> np.ndarray:
+    """YOLOX's head before its decode, [N, anchors, 4 + 1 + 1] as ddddocr's detector outputs:
+    x, y offsets within a cell, log width and height, objectness and a class score in 0..1."""
+    head = np.empty((n, anchors, 6), np.float32)
+    head[..., :2] = rng.uniform(-1.5, 2.5, (n, anchors, 2))
+    head[..., 2:4] = rng.uniform(-0.9, 2.7, (n, anchors, 2))
+    head[..., 4] = rng.uniform(0, 0.01, (n, anchors))
+    head[..., 5] = rng.uniform(0, 0.9, (n, anchors))
+    head[:, :20, 4] = 0.95  # a few confident anchors: they "decode", into boxes near (0, 0)
+    return head
+
+
+def test_a_raw_yolox_head_is_not_decoded_boxes() -> None:
+    """Cell offsets and log sizes are not pixel boxes: ddddocr's raw head read as decoded boxes
+    was refused at 33 points of IoU noise. The signal judges it and names --postprocess."""
+    rng = np.random.default_rng(7)
+    chosen = choose_default([_yolox_raw_head(rng)])
+    assert chosen.name == "signal"
+    assert "--postprocess" in chosen.suggest and "detection" in chosen.suggest
+    decoded = np.concatenate([rng.uniform(0, 416, (4, 2, 3549)), rng.uniform(4, 60, (4, 2, 3549)),
+                              rng.uniform(0, 1, (4, 2, 3549))], 1)
+    assert choose_default([decoded]).name == "detection"  # pixel xywh in the same layout still is
+
