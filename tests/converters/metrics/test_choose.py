@@ -25,8 +25,12 @@ def test_choices() -> None:
     classes = choose_default([rng.normal(size=(4, 10))], has_labels=True)
     assert classes.name == "top1" and "labels" in classes.reason
     assert choose_default([_ctc_like(rng)]).name == "ctc"
-    # issue 31: random per-step scores are not blank-dominated: per-token tags, never CTC
-    assert choose_default([rng.normal(size=(4, 40, 11))]).name == "tags"
+    # issue 31: per-step scores whose top stands out, not blank-dominated: per-token tags, never CTC
+    tagger = rng.normal(size=(4, 40, 11))
+    tagger[:, np.arange(40), rng.integers(1, 11, 40)] += 4
+    assert choose_default([tagger]).name == "tags"
+    # Gaussian rows of 11 values have no standout top: few columns alone are no tags
+    assert choose_default([rng.normal(size=(4, 40, 11))]).name == "signal"
     # [N, 14, 256] random values whose rows have no standout top: not a detector, not CTC, and
     # not tags either (the rows do not read as class scores): the signal judges them
     assert choose_default([rng.normal(0, 5, (4, 14, 256))]).name == "signal"
@@ -146,3 +150,42 @@ def test_a_raw_yolox_head_is_not_decoded_boxes() -> None:
                               rng.uniform(0, 1, (4, 2, 3549))], 1)
     assert choose_default([decoded]).name == "detection"  # pixel xywh in the same layout still is
 
+
+def test_box_regressors_with_few_columns_are_not_tags() -> None:
+    """blazeface's regressors [N, 896, 16] (centre offsets, width, height, 6 keypoints, in
+    pixels) passed the per-token test on C <= 16 alone and were judged as 16 tags."""
+    rng = np.random.default_rng(8)
+    regressors = rng.normal(0, 8, (4, 896, 16))
+    regressors[..., 2:4] = 30 + rng.normal(0, 1, (4, 896, 2))  # width and height: the two tops, close
+    assert choose_default([regressors]).name == "signal"
+
+
+def _table_structure(rng: np.random.Generator, n: int = 4, steps: int = 60, tokens: int = 30) -> list[np.ndarray]:
+    """SLANet's outputs: cell boxes [N, steps, 4] (x1 < x2, y1 < y2 in 0..1) first, the
+    structure tokens' probabilities [N, steps, tokens] second (a decision per step)."""
+    corner = rng.uniform(0, 0.7, (n, steps, 2))
+    boxes = np.concatenate([corner, corner + rng.uniform(0.05, 0.3, (n, steps, 2))], -1)
+    logits = rng.normal(0, 1, (n, steps, tokens))
+    logits[:, np.arange(steps), rng.integers(1, tokens, steps)] += 8
+    probabilities = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    return [boxes.astype(np.float32), probabilities.astype(np.float32)]
+
+
+def test_the_output_that_says_the_task_is_judged_not_the_first() -> None:
+    """SLANet was judged as 4 'tags' on its first output (box coordinates); the token
+    probabilities are its second output. The reason names the output judged, and the build's
+    metric reads that output."""
+    from edgekit.converters.context import BuildConfig
+    from edgekit.converters.metrics.task_accuracy import BuildMetric
+
+    rng = np.random.default_rng(9)
+    outputs = _table_structure(rng)
+    chosen = choose_default(outputs)
+    assert (chosen.name, chosen.output) == ("tags", 1) and "output 2 of 2" in chosen.reason
+    build = BuildMetric.of(BuildConfig(source="m.onnx"), outputs, has_labels=False)
+    assert build.to_dict()["output"] == 1
+    changed = [outputs[0], outputs[1].copy()]
+    changed[1][:2] = changed[1][:2, :, ::-1]  # every token of two tables of four changes
+    assert build.score(outputs, changed, None, ["boxes", "tokens"], 1.0).result.drop == 50.0
+    # boxes alone say no task: the signal, never tags on coordinates
+    assert choose_default(outputs[:1]).name == "signal"
