@@ -209,18 +209,34 @@ def looks_map(x: np.ndarray) -> bool:
     return bool(maps.ndim == 4 and _image_like(*maps.shape[2:]) and _probability_rows(maps, 1))
 
 
+def embedding_like(rows: np.ndarray) -> bool:
+    """[N, C] rows centred on 0 (|mean| under half the row's spread) of nearly one norm (within
+    25%): a feature vector judged by its neighbours. openWakeWord's speech embedding [N, 96]
+    (norms 141..176, |mean| / std 0.13); face-mesh landmarks [N, 1404] have one norm too but sit
+    off 0 (pixel coordinates, |mean| / std 1.15): a regression."""
+    norms = np.linalg.norm(rows, axis=1)
+    spread = rows.std(1)
+    centred = np.median(np.abs(rows.mean(1)) / np.where(spread > 0, spread, 1)) < 0.5
+    return bool(centred and norms.mean() > 0 and norms.std() < 0.25 * norms.mean())
+
+
 def suggestion(x: np.ndarray) -> str:
-    """The --metric a shape most likely means, for the summary of a signal-judged build."""
-    if x.ndim == 2 and x.shape[1] >= 16:
-        return "top1 (class scores) or embedding"
-    if x.ndim == 2:
+    """The --metric a shape most likely means, for the summary of a signal-judged build. Axes
+    of size 1 are squeezed first: [N, 1, 1, 96] is a vector per sample, not a map."""
+    squeezed = x.reshape(len(x), *[d for d in x.shape[1:] if d != 1])
+    in_unit_range = bool(x.min() >= 0 and x.max() <= 1)
+    if squeezed.ndim == 2 and squeezed.shape[1] >= 16:
+        if embedding_like(squeezed):
+            return "embedding"
+        return "top1 (class scores)" if _probability_rows(squeezed, 1) else "regression"
+    if squeezed.ndim <= 2:
         return "regression or top1"
-    if x.ndim == 3 and looks_raw_detection_head(x):
+    if x.ndim == 4:  # a map per sample: masks when its values are probabilities, else values
+        return "map_iou" if in_unit_range else "regression"
+    if squeezed.ndim == 3 and looks_raw_detection_head(squeezed):
         return "detection --postprocess module:function (a function decoding the head's boxes)"
-    if x.ndim == 3:
+    if squeezed.ndim == 3:
         return "tags, ctc, cells or detection (with --postprocess); regression for features"
-    if x.ndim == 4:
-        return "map_iou"
     return "a module:function of your task"
 
 

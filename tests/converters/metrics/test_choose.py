@@ -38,7 +38,9 @@ def test_choices() -> None:
     small = choose_default([rng.normal(size=(4, 1))])
     assert small.name == "signal" and "regression" in small.suggest
     features = choose_default([rng.normal(size=(4, 3, 8, 8))])
-    assert features.name == "signal" and features.suggest == "map_iou"
+    assert features.name == "signal" and features.suggest == "regression"  # values, not 0..1 masks
+    scores = choose_default([rng.uniform(0, 1, (4, 3, 8, 8))])
+    assert scores.name == "signal" and scores.suggest == "map_iou"
 
 
 def test_face_detector_scores_are_not_ctc() -> None:
@@ -189,3 +191,14 @@ def test_the_output_that_says_the_task_is_judged_not_the_first() -> None:
     assert build.score(outputs, changed, None, ["boxes", "tokens"], 1.0).result.drop == 50.0
     # boxes alone say no task: the signal, never tags on coordinates
     assert choose_default(outputs[:1]).name == "signal"
+
+
+def test_a_rank_4_output_is_suggested_by_what_it_holds() -> None:
+    """Every rank-4 output judged by the signal was told "--metric map_iou": a speech embedding
+    [N, 1, 1, 96], face-mesh landmarks [N, 1, 1, 1404] and a log-mel in dB [N, 1, 97, 32]."""
+    rng = np.random.default_rng(10)
+    embedding = rng.normal(0, 16, (8, 1, 1, 96)) + rng.normal(0, 1, (8, 1, 1, 1))
+    landmarks = rng.uniform(20, 170, (8, 1, 1, 1404))  # pixel coordinates: one norm, off 0
+    log_mel = rng.uniform(13, 89, (8, 1, 97, 32))       # dB: far outside 0..1
+    suggested = [choose_default([x]).suggest for x in (embedding, landmarks, log_mel)]
+    assert suggested == ["embedding", "regression", "regression"]
