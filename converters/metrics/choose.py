@@ -21,8 +21,9 @@ first needs class scores beyond doubt (probabilities or a standout top):
    0..1 (not rows of probabilities) with a few confident cells (> 0.5) among many background
    ones: a sigmoid detection head not decoded in the graph -> ``cells`` (F1 of the confident
    cells of every such table);
-5. ``[N, T, symbols]`` with T > 1: ``ctc`` only when the blank (index 0) wins most steps, at
-   least 3 symbols, and the greedy decode is shorter than T yet not empty; else ``tags``
+5. ``[N, T, symbols]`` with T > 1: ``ctc`` only when the blank (index 0) wins most steps and
+   separates symbols (not only a padding after them, as an attention decoder's), at least 3
+   symbols, and the greedy decode is shorter than T yet not empty; else ``tags``
    (per-token argmax agreement) when T <= 1024 and each token's row reads as class scores
    (``token_scores``: probabilities, or a top that stands out; a speech encoder's hidden states
    [N, 40, 416] and a face detector's box regressors [N, 896, 16] are not tags);
@@ -188,9 +189,22 @@ def looks_ctc(x: np.ndarray) -> bool:
 
     if x.shape[2] < 3 or x.shape[1] > MAX_TOKENS:
         return False
-    blank_share = float((x.argmax(-1) == 0).mean())
+    best = x.argmax(-1)
+    blank_share = float((best == 0).mean())
     lengths = [len(s) for s in greedy_decode(x)]
-    return blank_share >= 0.5 and max(lengths) > 0 and max(lengths) < x.shape[1]
+    return (blank_share >= 0.5 and max(lengths) > 0 and max(lengths) < x.shape[1]
+            and blanks_between_symbols(best))
+
+
+def blanks_between_symbols(best: np.ndarray) -> bool:
+    """[N, T] argmax: in most sequences a blank (0) lies before the last symbol, as CTC's
+    blanks separate symbols. An attention decoder's index 0 is padding after its end token
+    (SLANet: 94% of 501 steps, all trailing): read as CTC, its repeated cell tokens
+    (28 28 28 28 28) would collapse into one and a lost cell would go unseen."""
+    symbols = best != 0
+    last = np.where(symbols.any(1), best.shape[1] - 1 - np.argmax(symbols[:, ::-1], 1), -1)
+    inner_blank = [(~symbols[i, :last[i]]).any() for i in range(len(best)) if last[i] > 0]
+    return bool(inner_blank) and float(np.mean(inner_blank)) >= 0.5
 
 
 MAP_ASPECT = 16  # an image's map: neither side 16x the other (PP-OCR det 384x384 / 960x736)
@@ -282,7 +296,8 @@ def _task(x: np.ndarray, index: int, outputs: Outputs, has_labels: bool) -> Defa
                                  "table(s) against float's")
         if x.shape[1] <= MAX_TOKENS and token_scores(x):
             return DefaultMetric("tags", f"{where} is per-token scores of {x.shape[2]} tags "
-                                 "(not blank-dominated, so not CTC): tag agreement with float", output=index)
+                                 "(not CTC: no blanks between its symbols): tag agreement with float",
+                                 output=index)
     if x.ndim in (3, 4) and looks_map(x):
         return DefaultMetric("map_iou", f"{where} is a probability map: IoU of the masks "
                              "thresholded at 0.5 per image, blank images included", output=index)
@@ -306,7 +321,8 @@ def choose_default(outputs: Outputs, has_labels: bool = False) -> DefaultMetric:
         chosen = _task(x, index, arrays, has_labels)
         if chosen is not None:
             if passed:  # say which output was judged and why not the ones before it
-                chosen = DefaultMetric(chosen.name, f"{chosen.reason} ({', '.join(passed)} say no task "
+                verb = "says" if len(passed) == 1 else "say"
+                chosen = DefaultMetric(chosen.name, f"{chosen.reason} ({' and '.join(passed)} {verb} no task "
                                        "clearly)", chosen.suggest, chosen.output)
             return chosen
         passed.append(_where(index, len(arrays), x).split(" [")[0])

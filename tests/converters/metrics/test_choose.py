@@ -202,3 +202,17 @@ def test_a_rank_4_output_is_suggested_by_what_it_holds() -> None:
     log_mel = rng.uniform(13, 89, (8, 1, 97, 32))       # dB: far outside 0..1
     suggested = [choose_default([x]).suggest for x in (embedding, landmarks, log_mel)]
     assert suggested == ["embedding", "regression", "regression"]
+
+
+def test_an_attention_decoders_padding_is_not_ctc_blanks() -> None:
+    """SLANet's token probabilities: index 0 wins 94% of the 501 steps, but only as padding after
+    the end token; CTC's collapse would merge its repeated cell tokens (28 28 28 -> 28)."""
+    rng = np.random.default_rng(13)
+    logits = rng.normal(0, 1, (4, 120, 30))
+    for i, length in enumerate((17, 47, 29, 12)):
+        tokens = np.r_[1, np.full(length - 3, 28), 7, 29][:length]
+        logits[i, np.arange(length), tokens] += 10
+        logits[i, length:, 0] += 10  # padding after the end token
+    probabilities = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    chosen = choose_default([probabilities])
+    assert chosen.name == "tags"
