@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from edgekit.commands.quiet import quiet_flag
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @click.command(name="emulate")
@@ -77,19 +81,23 @@ def val_report(artifact: str, profile: object, cpu: str, val_path: str, metric: 
                timeout: float) -> list[str]:
     """Print the metric per format, host next to target; return the formats that lost too much."""
     from edgekit.converters.emulation.accuracy import host_outputs, load_val, scores_on_target
-    from edgekit.converters.metrics import choose_default, get_metric
+    from edgekit.converters.metrics import get_metric
+    from edgekit.converters.metrics.task_accuracy import on_output
 
     from edgekit.artifact.archive import read_artifact
 
     spec = read_artifact(artifact).spec
     feeds, labels = load_val(val_path, [i.name for i in spec.inputs], limit)
+    output = 0
     if metric is None:
-        sample = {k: v[:2] for k, v in feeds.items()}
-        first = next(iter(host_outputs(artifact, sample).values()))[1]
-        metric = choose_default(first, has_labels=labels is not None).name
+        def outputs() -> list[np.ndarray]:
+            return next(iter(host_outputs(artifact, feeds).values()))[1]
+
+        metric, output = default_metric(spec.validation, outputs, labels is not None)
+    judge = get_metric(metric)
     progress(f"running {len(next(iter(feeds.values())))} --val samples under emulation")
-    scores, _ = scores_on_target(artifact, profile, feeds, labels, get_metric(metric), metric,
-                                 progress=progress, timeout=timeout)
+    scores, _ = scores_on_target(artifact, profile, feeds, labels, on_output(judge, output) if output else judge,
+                                 metric, progress=progress, timeout=timeout)
     lost = []
     for score in scores:
         click.echo(f"val {score.line(cpu)}")
@@ -97,3 +105,21 @@ def val_report(artifact: str, profile: object, cpu: str, val_path: str, metric: 
         if drop is not None and drop > max_drop:
             lost.append(f"{score.format} loses {drop:.2f} points of {metric} (> {max_drop})")
     return lost
+
+
+def default_metric(validation: dict[str, Any], outputs: Callable[[], list[np.ndarray]],
+                   has_labels: bool) -> tuple[str, int]:
+    """(metric, output judged) when no --metric is given: the one the build judged, as its
+    manifest records it (``validation.metric``), else the build's rule (``choose_default``)
+    on every --val sample's host outputs. Chosen from 2 samples, a sigmoid detection table
+    often has no confident cell yet and read as the signal where the build judged 'cells'.
+    A recorded 'detection' may have had the build's --postprocess, which emulate cannot
+    replay: the rule decides then."""
+    from edgekit.converters.metrics import METRICS, choose_default
+
+    recorded = validation.get("metric") or {}
+    name = recorded.get("name")
+    if isinstance(name, str) and name in METRICS and name != "detection":
+        return name, int(recorded.get("output", 0))
+    choice = choose_default(outputs(), has_labels=has_labels)
+    return choice.name, choice.output

@@ -106,11 +106,26 @@ def tags(reference: Outputs, candidate: Outputs, labels: Labels | None = None) -
     ref, got = np.asarray(reference[0]), np.asarray(candidate[0])
     if ref.ndim < 3:
         raise ValueError(f"metric tags needs per-token scores [N, T, classes]; the first output is {ref.shape}")
-    changed = (ref.argmax(-1) != got.argmax(-1)).reshape(len(ref), -1)
-    share = float(changed.mean())
-    return MetricResult("tags", 1 - share, "tag agreement", True, 100 * share, details={"tag_agreement": 1 - share},
-                        per_sample=PerSample("ratio", changed.sum(1).astype(np.float64),
-                                             np.full(len(ref), changed.shape[1], np.float64)))
+    ref_best, got_best = ref.argmax(-1).reshape(len(ref), -1), got.argmax(-1).reshape(len(ref), -1)
+    changed = ref_best != got_best
+    # tokens up to where both sequences end: an attention decoder pads after its end token
+    # (SLANet: 94% of 501 steps), and counting the padding would dilute a lost cell 30-fold
+    judged = np.maximum(_content(ref_best), _content(got_best))
+    judged = np.where(ref_best[:, -1] == got_best[:, -1], judged, changed.shape[1])
+    num = np.array([changed[i, :judged[i]].sum() for i in range(len(ref))], np.float64)
+    share = float(num.sum() / judged.sum())
+    return MetricResult("tags", 1 - share, "tag agreement", True, 100 * share,
+                        details={"tag_agreement": 1 - share, "tokens_judged": float(judged.sum())},
+                        per_sample=PerSample("ratio", num, judged.astype(np.float64)))
+
+
+def _content(best: np.ndarray) -> np.ndarray:
+    """[N, T] argmax -> per sequence, the steps before its trailing run of one token, plus that
+    run's first step (the padding's start is a decision too)."""
+    same = best == best[:, -1:]
+    run = np.argmax(~same[:, ::-1], 1)  # length of the trailing run (0 when the whole row is one token)
+    run = np.where(same.all(1), best.shape[1], run)
+    return best.shape[1] - run + 1
 
 
 def regression(reference: Outputs, candidate: Outputs, labels: Labels | None = None) -> MetricResult:

@@ -67,6 +67,13 @@ class TaskScore:
                 "evidence": self.evidence.to_dict(), "format": self.format}
 
 
+def on_output(metric: Metric, index: int) -> Metric:
+    """``metric`` judging output ``index`` alone (built-in metrics read their first output)."""
+    def judged(reference: list[np.ndarray], candidate: list[np.ndarray], labels: Any = None) -> MetricResult:
+        return metric([reference[index]], [candidate[index]], labels)
+    return judged
+
+
 @dataclass(frozen=True)
 class BuildMetric:
     name: str
@@ -74,22 +81,24 @@ class BuildMetric:
     metric: Metric
     use_labels: bool
     suggest: str = ""  # the --metric that would judge the task (when the default is the signal)
+    output: int = 0    # the output the default task metric judges (choose_default read it there)
 
     @classmethod
     def of(cls, config: BuildConfig, reference: list[np.ndarray], has_labels: bool) -> BuildMetric:
         options: dict[str, object] = {}
         if config.postprocess:
             options["postprocess"] = config.postprocess
-        suggest = ""
+        suggest, output = "", 0
         if config.metric:
             name, reason = config.metric, f"--metric {config.metric}"
         else:
             choice = choose_default(reference, has_labels)
-            name, reason, suggest = choice.name, f"default: {choice.reason}", choice.suggest
+            name, reason, suggest, output = choice.name, f"default: {choice.reason}", choice.suggest, choice.output
             if options and name != "detection":
-                name, reason = "detection", "default: --postprocess given, so detection"
+                name, reason, output = "detection", "default: --postprocess given, so detection", 0
         labelled = has_labels and (name in LABELLED or ":" in name)
-        return cls(name, reason, get_metric(name, **options), labelled, suggest)
+        metric = get_metric(name, **options)
+        return cls(name, reason, on_output(metric, output) if output else metric, labelled, suggest, output)
 
     def budget(self, profile: Any) -> tuple[float, str]:
         """(limit in points, what it bounds): accuracy with labels, agreement with float without."""
@@ -130,7 +139,8 @@ class BuildMetric:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "reason": self.reason, "labels": self.use_labels,
-                **({"suggest": self.suggest} if self.suggest else {})}
+                **({"suggest": self.suggest} if self.suggest else {}),
+                **({"output": self.output} if self.output else {})}
 
 
 class Scorer:

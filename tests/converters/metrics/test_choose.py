@@ -25,8 +25,12 @@ def test_choices() -> None:
     classes = choose_default([rng.normal(size=(4, 10))], has_labels=True)
     assert classes.name == "top1" and "labels" in classes.reason
     assert choose_default([_ctc_like(rng)]).name == "ctc"
-    # issue 31: random per-step scores are not blank-dominated: per-token tags, never CTC
-    assert choose_default([rng.normal(size=(4, 40, 11))]).name == "tags"
+    # issue 31: per-step scores whose top stands out, not blank-dominated: per-token tags, never CTC
+    tagger = rng.normal(size=(4, 40, 11))
+    tagger[:, np.arange(40), rng.integers(1, 11, 40)] += 4
+    assert choose_default([tagger]).name == "tags"
+    # Gaussian rows of 11 values have no standout top: few columns alone are no tags
+    assert choose_default([rng.normal(size=(4, 40, 11))]).name == "signal"
     # [N, 14, 256] random values whose rows have no standout top: not a detector, not CTC, and
     # not tags either (the rows do not read as class scores): the signal judges them
     assert choose_default([rng.normal(0, 5, (4, 14, 256))]).name == "signal"
@@ -34,7 +38,9 @@ def test_choices() -> None:
     small = choose_default([rng.normal(size=(4, 1))])
     assert small.name == "signal" and "regression" in small.suggest
     features = choose_default([rng.normal(size=(4, 3, 8, 8))])
-    assert features.name == "signal" and features.suggest == "map_iou"
+    assert features.name == "signal" and features.suggest == "regression"  # values, not 0..1 masks
+    scores = choose_default([rng.uniform(0, 1, (4, 3, 8, 8))])
+    assert scores.name == "signal" and scores.suggest == "map_iou"
 
 
 def test_face_detector_scores_are_not_ctc() -> None:
@@ -121,3 +127,92 @@ def test_integer_labels_beside_probabilities_are_top1() -> None:
     # integers alone, or beside something that is not class scores, say no task
     assert choose_default([labels]).name == "signal"
     assert choose_default([labels, rng.normal(size=(16, 300))]).name == "signal"
+
+
+def _yolox_raw_head(rng: np.random.Generator, n: int = 4, anchors: int = 3549) -> np.ndarray:
+    """YOLOX's head before its decode, [N, anchors, 4 + 1 + 1] as ddddocr's detector outputs:
+    x, y offsets within a cell, log width and height, objectness and a class score in 0..1."""
+    head = np.empty((n, anchors, 6), np.float32)
+    head[..., :2] = rng.uniform(-1.5, 2.5, (n, anchors, 2))
+    head[..., 2:4] = rng.uniform(-0.9, 2.7, (n, anchors, 2))
+    head[..., 4] = rng.uniform(0, 0.01, (n, anchors))
+    head[..., 5] = rng.uniform(0, 0.9, (n, anchors))
+    head[:, :20, 4] = 0.95  # a few confident anchors: they "decode", into boxes near (0, 0)
+    return head
+
+
+def test_a_raw_yolox_head_is_not_decoded_boxes() -> None:
+    """Cell offsets and log sizes are not pixel boxes: ddddocr's raw head read as decoded boxes
+    was refused at 33 points of IoU noise. The signal judges it and names --postprocess."""
+    rng = np.random.default_rng(7)
+    chosen = choose_default([_yolox_raw_head(rng)])
+    assert chosen.name == "signal"
+    assert "--postprocess" in chosen.suggest and "detection" in chosen.suggest
+    decoded = np.concatenate([rng.uniform(0, 416, (4, 2, 3549)), rng.uniform(4, 60, (4, 2, 3549)),
+                              rng.uniform(0, 1, (4, 2, 3549))], 1)
+    assert choose_default([decoded]).name == "detection"  # pixel xywh in the same layout still is
+
+
+def test_box_regressors_with_few_columns_are_not_tags() -> None:
+    """blazeface's regressors [N, 896, 16] (centre offsets, width, height, 6 keypoints, in
+    pixels) passed the per-token test on C <= 16 alone and were judged as 16 tags."""
+    rng = np.random.default_rng(8)
+    regressors = rng.normal(0, 8, (4, 896, 16))
+    regressors[..., 2:4] = 30 + rng.normal(0, 1, (4, 896, 2))  # width and height: the two tops, close
+    assert choose_default([regressors]).name == "signal"
+
+
+def _table_structure(rng: np.random.Generator, n: int = 4, steps: int = 60, tokens: int = 30) -> list[np.ndarray]:
+    """SLANet's outputs: cell boxes [N, steps, 4] (x1 < x2, y1 < y2 in 0..1) first, the
+    structure tokens' probabilities [N, steps, tokens] second (a decision per step)."""
+    corner = rng.uniform(0, 0.7, (n, steps, 2))
+    boxes = np.concatenate([corner, corner + rng.uniform(0.05, 0.3, (n, steps, 2))], -1)
+    logits = rng.normal(0, 1, (n, steps, tokens))
+    logits[:, np.arange(steps), rng.integers(1, tokens, steps)] += 8
+    probabilities = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    return [boxes.astype(np.float32), probabilities.astype(np.float32)]
+
+
+def test_the_output_that_says_the_task_is_judged_not_the_first() -> None:
+    """SLANet was judged as 4 'tags' on its first output (box coordinates); the token
+    probabilities are its second output. The reason names the output judged, and the build's
+    metric reads that output."""
+    from edgekit.converters.context import BuildConfig
+    from edgekit.converters.metrics.task_accuracy import BuildMetric
+
+    rng = np.random.default_rng(9)
+    outputs = _table_structure(rng)
+    chosen = choose_default(outputs)
+    assert (chosen.name, chosen.output) == ("tags", 1) and "output 2 of 2" in chosen.reason
+    build = BuildMetric.of(BuildConfig(source="m.onnx"), outputs, has_labels=False)
+    assert build.to_dict()["output"] == 1
+    changed = [outputs[0], outputs[1].copy()]
+    changed[1][:2] = changed[1][:2, :, ::-1]  # every token of two tables of four changes
+    assert build.score(outputs, changed, None, ["boxes", "tokens"], 1.0).result.drop == 50.0
+    # boxes alone say no task: the signal, never tags on coordinates
+    assert choose_default(outputs[:1]).name == "signal"
+
+
+def test_a_rank_4_output_is_suggested_by_what_it_holds() -> None:
+    """Every rank-4 output judged by the signal was told "--metric map_iou": a speech embedding
+    [N, 1, 1, 96], face-mesh landmarks [N, 1, 1, 1404] and a log-mel in dB [N, 1, 97, 32]."""
+    rng = np.random.default_rng(10)
+    embedding = rng.normal(0, 16, (8, 1, 1, 96)) + rng.normal(0, 1, (8, 1, 1, 1))
+    landmarks = rng.uniform(20, 170, (8, 1, 1, 1404))  # pixel coordinates: one norm, off 0
+    log_mel = rng.uniform(13, 89, (8, 1, 97, 32))       # dB: far outside 0..1
+    suggested = [choose_default([x]).suggest for x in (embedding, landmarks, log_mel)]
+    assert suggested == ["embedding", "regression", "regression"]
+
+
+def test_an_attention_decoders_padding_is_not_ctc_blanks() -> None:
+    """SLANet's token probabilities: index 0 wins 94% of the 501 steps, but only as padding after
+    the end token; CTC's collapse would merge its repeated cell tokens (28 28 28 -> 28)."""
+    rng = np.random.default_rng(13)
+    logits = rng.normal(0, 1, (4, 120, 30))
+    for i, length in enumerate((17, 47, 29, 12)):
+        tokens = np.r_[1, np.full(length - 3, 28), 7, 29][:length]
+        logits[i, np.arange(length), tokens] += 10
+        logits[i, length:, 0] += 10  # padding after the end token
+    probabilities = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    chosen = choose_default([probabilities])
+    assert chosen.name == "tags"

@@ -64,3 +64,19 @@ def test_the_map_gate_judges_the_worst_page_not_the_mean() -> None:
     assert Evidence.of(get_metric("map_iou")([reference], [reference.copy()]).per_sample).verdict(0.0) == "met"
     # the gate's bar is an option: at 0.4 the half page passes
     assert get_metric("map_iou", min_iou=0.4)([reference], [candidate]).drop == 0
+
+
+def test_tags_judge_tokens_up_to_the_padding() -> None:
+    """An attention decoder's tokens then padding (SLANet: 17..47 tokens of 501 steps): one
+    lost cell token per sequence is 1 of 18 judged tokens, not 1 of 120 steps."""
+    rng = np.random.default_rng(14)
+    logits = rng.normal(0, 1, (4, 120, 30))
+    logits[:, :17, 28] += 10
+    logits[:, 17:, 0] += 10  # padding after the content
+    changed = logits.copy()
+    changed[:, 5, 28] -= 20  # one cell token lost per sequence
+    result = get_metric("tags")([logits], [changed])
+    assert abs(result.drop - 100 / 18) < 1e-9 and result.details["tokens_judged"] == 4 * 18
+    pad_changed = logits.copy()
+    pad_changed[0, 60:, 0] -= 20  # int8 pads with another token: every step counts again
+    assert get_metric("tags")([logits], [pad_changed]).details["tokens_judged"] == 120 + 3 * 18
