@@ -2,7 +2,8 @@
 
 LiteRT's 16x8 quantization spec: activations int16, symmetric (zero point 0); weights int8
 symmetric per channel as in int8 mode; biases int64 at scale input x weight (a 16-bit by 8-bit
-product summed over a whole window overflows int32). The QDQ graph says where: a tensor whose
+product summed over a whole window can overflow int32), int32 for a FULLY_CONNECTED whose sum
+cannot (``bias_fits_int32``: LiteRT then runs its optimized kernel). The QDQ graph says where: a tensor whose
 QuantizeLinear has an int16 zero point (``converters/ptq/precision.py`` writes them). A node
 on int16 tensors is written with its integer kernel only for the ops below, whose LiteRT
 kernels take int16 inputs and outputs with free scales; any other op on int16 tensors runs

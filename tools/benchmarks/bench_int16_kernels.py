@@ -13,10 +13,13 @@ writes the same QDQ model three ways and times them interleaved on one thread:
   int32 on LiteRT 2.3): what a working LiteRT int32 conv path would give.
 
 Printed: the bias types written, the median latency of each (N rounds, 90% interval), the ratios,
-and each int16 .tflite's outputs against onnxruntime's int16 QDQ model in output steps.
+and each .tflite's outputs against onnxruntime's int16 QDQ model and against the int16/int64
+.tflite (LiteRT's reference kernels), in output steps.
 
     python tools/benchmarks/bench_int16_kernels.py            # YOLOv8n (nudenet 320n), model.0-9
     python tools/benchmarks/bench_int16_kernels.py --span '^/model\\.[0-4]/' --rounds 10
+    python tools/benchmarks/bench_int16_kernels.py --model /work/wt/rzfinal/ppocr_rec/ch_PP-OCRv4_rec_infer.onnx \\
+        --calib /work/wt/rzfinal/ppocr_rec/calib.npz --span '^p2o\\.MatMul\\.' --rounds 30
 """
 
 from __future__ import annotations
@@ -147,12 +150,17 @@ def main() -> None:
         feeds = {model.graph.input[0].name: x[-1:]}
         ref = run_onnx(wide, feeds)
         runners = {k: litert(v, threads=1) for k, v in written.items()}
+        base = runners["int16/int64"].run(feeds)
+
+        def steps(got: list[np.ndarray], want: list[np.ndarray], tfl) -> float:
+            return max(float(np.abs(g - w).max()) / float(np.ravel(o["quantization"]["scale"])[0])
+                       for g, w, o in zip(got, want, tfl.outputs, strict=True))
+
         for label, tfl in written.items():
             got = runners[label].run(feeds)
-            steps = max(float(np.abs(g - r).max()) / float(np.ravel(o["quantization"]["scale"])[0])
-                        for g, r, o in zip(got, ref, tfl.outputs, strict=True))
             print(f"  {label:13s} biases {dict(bias_types(tfl.data)) or '-'}; float ops {len(tfl.float_ops)}; "
-                  f"vs onnxruntime int16 QDQ: max {steps:.1f} output steps")
+                  f"max output steps vs onnxruntime int16 QDQ {steps(got, ref, tfl):.1f}, "
+                  f"vs int16/int64 .tflite {steps(got, base, tfl):.1f}")
         times: dict[str, list[float]] = {k: [] for k in runners}
         for _ in range(args.rounds):  # interleaved: each round runs every variant once
             for label, run in runners.items():
