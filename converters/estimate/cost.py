@@ -57,6 +57,8 @@ PER_KIND = "parallel_efficiency_of_"  # + "conv_f32" ...: measured per kernel ki
 # (nudenet 320n) .tflite: int8 all through 25-52 ms for 1013 M MACs (XNNPACK); model.0-4 at 16x8
 # (195 M MACs) 694 ms, model.0-9 (394 M MACs) 1506 ms: about 0.27 GMAC/s against 20-40 at int8,
 # ~100x (docs/measurements/guard.md). Those layers cost their int8 time x REFERENCE_16X8, one thread.
+# A 16x8 FULLY_CONNECTED whose accumulator fits int32 is written with an int32 bias and runs the
+# optimized kernel (tflite/sixteen.py, the one rule: ``graph._mark_int32_bias`` asks it): as int8.
 REFERENCE_16X8 = 100.0
 
 __all__ = ["DTYPES", "MODEL_KEYS", "PER_KIND", "RATE_KEYS", "CostModel", "power_w", "rate_key"]
@@ -101,7 +103,7 @@ class CostModel:
         return cls({k: float(section[k]) for k in MODEL_KEYS}, method, source, per_kind)
 
     def op_seconds(self, op: Op, threads: int, cached: bool = False) -> float:
-        if op.int16:  # LiteRT's 16x8 reference kernel: one thread, REFERENCE_16X8 times slower
+        if op.int16 and not op.int32_bias:  # the 16x8 reference kernel: one thread, x REFERENCE_16X8
             one = replace(op, int16=False)
             return self.op_seconds(one, 1, cached) + (REFERENCE_16X8 - 1) * op.macs / (
                 self.values[rate_key(op.kind, "int8")] * 1e9)

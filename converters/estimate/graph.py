@@ -137,6 +137,36 @@ def _mark_int16(nodes: list[Node], tensors: dict[str, TensorInfo], consts: set[s
                              and tensors[i].itemsize == 2 for i in node.inputs)
 
 
+def _mark_int32_bias(nodes: list[Node], model: Any) -> None:
+    """16x8 Gemm / MatMul on a constant int8 weight that the .tflite writer gives an int32 bias
+    (``tflite/sixteen.bias_fits_int32``, the writer's own rule): LiteRT's optimized kernel.
+    A fused node reads [x_int16, W_int8, (B_int32,) W_scale, W_zero, (B_scale, B_zero)]."""
+    import numpy as np
+    from edgekit.converters.tflite.sixteen import bias_fits_int32, bias_int64
+    from onnx import numpy_helper
+
+    inits = {i.name: i for i in model.graph.initializer}
+    scale_of = {n.output[0]: n.input[1] for n in model.graph.node if n.op_type == "QuantizeLinear"}
+    for node in nodes:
+        if not node.int16 or node.op_type not in ("Gemm", "MatMul") or len(node.inputs) < 4:
+            continue
+        has_bias = node.op_type == "Gemm" and len(node.inputs) == 7
+        names = [node.inputs[1], node.inputs[3 if has_bias else 2], scale_of.get(node.inputs[0], "")]
+        if not all(n in inits for n in names) or inits[names[0]].data_type != 3:  # int8 weight
+            continue
+        weight, w_scale, x_scale = (numpy_helper.to_array(inits[n]) for n in names)
+        if weight.ndim != 2:
+            continue
+        out_axis = 0 if node.op_type == "Gemm" and node.attrs.get("transB", 0) else 1
+        channels = weight.shape[out_axis]
+        raw = raw_scale = None
+        if has_bias and node.inputs[2] in inits and node.inputs[5] in inits:
+            raw = numpy_helper.to_array(inits[node.inputs[2]])
+            raw_scale = numpy_helper.to_array(inits[node.inputs[5]])
+        bias, _ = bias_int64(raw, raw_scale, float(np.ravel(x_scale)[0]), np.ravel(w_scale), channels)
+        node.int32_bias = bias_fits_int32(weight, out_axis, bias)
+
+
 COSTED_DOMAINS = ("", "ai.onnx", "com.microsoft")
 
 
@@ -200,6 +230,7 @@ def read_graph(source: Any, precision: str = "float32", batch: int = 1) -> Graph
     elif has_qdq:
         live, alias = fuse_qdq(live, consts, outputs)
         _mark_int16(live, tensors, consts)
+        _mark_int32_bias(live, model)
     else:
         live, alias = simulate_int8(live, tensors, consts, outputs)
     live, drop_alias = _drop_identities(live)

@@ -60,6 +60,7 @@ class Op:
     inplace: bool = False  # may write its output over an input that dies here
     uncosted: str = ""  # why the cost model cannot cost it (timed on the host instead)
     int16: bool = False  # a 16x8 integer kernel (int16 activations): ``cost.REFERENCE_16X8``
+    int32_bias: bool = False  # ... written with an int32 bias: LiteRT's optimized kernel, as int8
 
     @property
     def dtype(self) -> str:
@@ -232,5 +233,6 @@ def build_ops(graph: Graph) -> list[Op]:
             inputs=inputs, outputs=outputs, weight_names=weights if kind != "alias" else [],
             inplace=kind == "elementwise" and lead.op_type in INPLACE_OPS,
             uncosted=lead.uncosted, int16=lead.int16 and kind in MAC_KINDS,
+            int32_bias=lead.int32_bias,
         ))
     return ops

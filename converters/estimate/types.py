@@ -44,6 +44,7 @@ class Node:
     attrs: dict[str, Any] = field(default_factory=dict)
     int8: bool = False
     int16: bool = False  # an integer kernel on int16 activations (16x8): see ``cost.REFERENCE_16X8``
+    int32_bias: bool = False  # a 16x8 FULLY_CONNECTED the .tflite writer gives an int32 bias
     # why the cost model cannot cost it ("control flow (If)", "domain 'ai.onnx.ml'"); empty:
     # it can. Such a node is timed on the host instead (``uncosted.py``).
     uncosted: str = ""

@@ -28,7 +28,7 @@ from edgekit.converters.tflite.quant import (
     to_int8_values,
 )
 from edgekit.converters.tflite.schema import Act, Op, S
-from edgekit.converters.tflite.sixteen import bias_int64, const_params16
+from edgekit.converters.tflite.sixteen import bias_fits_int32, bias_int64, const_params16
 from edgekit.converters.tflite.writer import ModelWriter, Tensor
 
 from edgekit.errors import InternalError, UnsupportedModelError
@@ -182,8 +182,10 @@ class ConversionContext:
         return Weight(real, q, scale)
 
     def bias(self, node: onnx.NodeProto, i: int, x: Value, w: Weight, channels: int,
-             alpha: float = 1.0) -> Tensor:
-        """Bias tensor: int32 at scale input x weight per channel in int8 mode, else float."""
+             alpha: float = 1.0, int32_16x8: bool = False) -> Tensor:
+        """Bias tensor: int32 at scale input x weight per channel in int8 mode, else float.
+        16x8 (int16 input): int64, or int32 where ``int32_16x8`` (FULLY_CONNECTED) and the
+        accumulator cannot overflow (``sixteen.bias_fits_int32``)."""
         name = node.input[i] if i < len(node.input) and node.input[i] else None
         if not self.quantized:
             data = np.zeros(channels, np.float32) if name is None else self.const(name)
@@ -196,10 +198,13 @@ class ConversionContext:
                 raw, raw_scale = self.g.const[dq.source], dq.scale
             else:
                 raw = self.const(name).astype(np.float64) * alpha
-        if x.qparams.dtype == "int16":  # 16x8 kernels take int64 biases (tflite/sixteen.py)
+        if x.qparams.dtype == "int16":  # 16x8: int32 bias when it cannot overflow (sixteen.py)
             q, scale = bias_int64(raw, raw_scale, x.qparams.s, w.scale, channels)
-            qp = QParams(tuple(float(s) for s in scale), (0,) * channels, 0, "int64")
-            return self.w.tensor((channels,), "int64", qp, f"{node.name}_bias", q)
+            # the weight's output channels: axis 0 (OHWI, [out, in]) or last (depthwise 1HWC)
+            out_axis = 0 if w.q.shape[0] == channels else w.q.ndim - 1
+            dtype = "int32" if int32_16x8 and bias_fits_int32(w.q, out_axis, q) else "int64"
+            qp = QParams(tuple(float(s) for s in scale), (0,) * channels, 0, dtype)
+            return self.w.tensor((channels,), dtype, qp, f"{node.name}_bias", q.astype(dtype))
         q, scale = bias_int32(raw, raw_scale, x.qparams.s, w.scale, channels)
         qp = QParams(tuple(float(s) for s in scale), (0,) * channels, 0, "int32")
         return self.w.tensor((channels,), "int32", qp, f"{node.name}_bias", q)

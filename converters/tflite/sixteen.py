@@ -2,7 +2,8 @@
 
 LiteRT's 16x8 quantization spec: activations int16, symmetric (zero point 0); weights int8
 symmetric per channel as in int8 mode; biases int64 at scale input x weight (a 16-bit by 8-bit
-product summed over a whole window overflows int32). The QDQ graph says where: a tensor whose
+product summed over a whole window can overflow int32), int32 for a FULLY_CONNECTED whose sum
+cannot (``bias_fits_int32``: LiteRT then runs its optimized kernel). The QDQ graph says where: a tensor whose
 QuantizeLinear has an int16 zero point (``converters/ptq/precision.py`` writes them). A node
 on int16 tensors is written with its integer kernel only for the ops below, whose LiteRT
 kernels take int16 inputs and outputs with free scales; any other op on int16 tensors runs
@@ -64,3 +65,31 @@ def bias_int64(bias: np.ndarray | None, bias_scale: np.ndarray | None, input_sca
         real = real * np.broadcast_to(np.asarray(bias_scale, np.float64).reshape(-1), (channels,))
     q = np.rint(real / want.astype(np.float64))
     return np.clip(q, -(2**62), 2**62).astype(np.int64), want
+
+
+# LiteRT's 16x8 kernels with an int64 bias run the scalar reference code, one thread
+# (tensorflow/lite/kernels/conv.cc: "Fallback to reference kernel when bias_type is int64 as
+# there is no optimized kernel for int64 bias yet"). With an int32 bias, checked on LiteRT 2.3
+# (docs/measurements/tflite.md, tools/benchmarks/bench_int16_kernels.py):
+# - FULLY_CONNECTED: its optimized kernel, within one step of onnxruntime, 3.6x faster;
+# - CONV_2D: no faster (1.02x on YOLOv8n model.0-9) and WRONG (outputs uncorrelated with
+#   onnxruntime's on a 1x1 conv; up to 240 int16 steps off on 3x3): kept int64;
+# - DEPTHWISE_CONV_2D: refused ("bias->type != kTfLiteInt64", depthwise_conv.cc:177): int64.
+# So a 16x8 FULLY_CONNECTED gets an int32 bias where its int32 accumulator cannot overflow
+# (``bias_fits_int32``), and the estimator costs it as int8 (``estimate/graph.py`` asks the same
+# rule); every other 16x8 layer keeps int64 and costs ``REFERENCE_16X8``. False: int64 for all
+# (the bench compares both).
+INT32_BIAS_16X8 = True
+INT32_LIMIT = 2**31
+
+
+def bias_fits_int32(weight_q: np.ndarray, out_axis: int, bias_q: np.ndarray | None) -> bool:
+    """Whether a 16x8 layer's accumulator cannot overflow int32: for every output channel,
+    sum over its kernel of |w_int8| x 32768 (the widest int16 input) + |bias| < 2^31."""
+    if not INT32_BIAS_16X8:
+        return False
+    w = np.abs(np.moveaxis(np.asarray(weight_q, np.int64), out_axis, 0))
+    worst = w.reshape(w.shape[0], -1).sum(axis=1) * -INT16_MIN
+    if bias_q is not None:
+        worst = worst + np.abs(np.asarray(bias_q, np.int64).reshape(-1))
+    return bool(np.all(worst < INT32_LIMIT))

@@ -98,9 +98,9 @@ def _fully_connected(ctx: ConversionContext, node: onnx.NodeProto, to_out_in, al
     if bias_index is not None and bias_index < len(node.input) and node.input[bias_index]:
         if int(np.prod(ctx.g.shape(node.input[bias_index]))) not in (1, cout):
             raise unsupported(node, "bias C must broadcast along the output features")
-        bias = ctx.bias(node, bias_index, x, w, cout, alpha=beta)
+        bias = ctx.bias(node, bias_index, x, w, cout, alpha=beta, int32_16x8=True)
     else:
-        bias = ctx.bias(node, 99, x, w, cout)
+        bias = ctx.bias(node, 99, x, w, cout, int32_16x8=True)
     if w.q is None:
         filt = ctx.float_weight(w, f"{node.name}_w")
     else:

@@ -47,3 +47,40 @@ def test_an_int16_conv_is_costed_as_the_reference_kernel_on_one_thread() -> None
     # one thread: REFERENCE_16X8 times the int8 kernel's compute; four threads do not help it
     assert slow[1] == pytest.approx(REFERENCE_16X8 * fast[1], rel=0.1)
     assert slow[4] >= slow[1] * 0.99 and slow[4] > 50 * fast[4]
+
+
+def qdq_gemm(zero_dtype: type, inputs: int, outputs: int = 256) -> onnx.ModelProto:
+    """x -> Q -> DQ -> Gemm(DQ(int8 W), DQ(int32 B), transB) -> Q -> DQ -> y."""
+    rng = np.random.default_rng(1)
+    params = {"s": np.array(0.01, np.float32), "z": np.array(0, zero_dtype),
+              "ws": np.full(outputs, 0.01, np.float32), "wz": np.zeros(outputs, np.int8),
+              "Wq": rng.integers(-127, 127, (outputs, inputs)).astype(np.int8),
+              "bs": np.full(outputs, 1e-4, np.float32), "bz": np.zeros(outputs, np.int32),
+              "Bq": rng.integers(-1000, 1000, outputs).astype(np.int32)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["Wq", "ws", "wz"], ["W"], axis=0),
+             helper.make_node("DequantizeLinear", ["Bq", "bs", "bz"], ["B"], axis=0),
+             helper.make_node("Gemm", ["xd", "W", "B"], ["c"], transB=1),
+             helper.make_node("QuantizeLinear", ["c", "s", "z"], ["cq"]),
+             helper.make_node("DequantizeLinear", ["cq", "s", "z"], ["y"])]
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, inputs])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, outputs])],
+                              [nh.from_array(v, n) for n, v in params.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    onnx.checker.check_model(model)
+    return model
+
+
+def test_a_16x8_fully_connected_with_an_int32_bias_costs_as_int8() -> None:
+    """The writer gives a 16x8 FULLY_CONNECTED an int32 bias where its accumulator cannot overflow
+    (LiteRT's optimized kernel): costed as int8. 512 inputs x |w| <= 127 x 32768 fits; 4096 do not:
+    int64, the reference kernel (tflite/sixteen.bias_fits_int32 decides both)."""
+    for inputs, int32 in ((512, True), (4096, False)):
+        ops16 = build_ops(read_graph(qdq_gemm(np.int16, inputs), "int8"))
+        fc = next(o for o in ops16 if o.op_type.startswith("Gemm"))
+        assert fc.int16 and fc.int32_bias is int32
+        fast, slow = (estimate(qdq_gemm(z, inputs), "rpi4", threads=[1]).variants["int8"].latency_s[1]
+                      for z in (np.uint8, np.int16))
+        assert (slow < 2 * fast) if int32 else (slow > 20 * fast), (inputs, fast, slow)
