@@ -298,7 +298,8 @@ def prune_by_reconstruction(pruned: Any, dense: Any, pending: list[tuple[Any, in
         # the pruned conv's input is the dense one's channels (this group cuts them), so
         # the dense weights are the prior and selection-only's weights
         target = dense_w @ m.cross.T
-        scale = scales.get(name, np.ones(len(rows)))[rows]
+        # (no BatchNorm after it: every output row weighs the same, indexed like the dense ones)
+        scale = scales.get(name, np.ones(dense_modules[name].out_channels))[rows]
         kept, weight, _ = eliminate_gram(m.h, target, keep, dense_w, scale)
         idx = [*kept, m.h.shape[0] - 1]
         fit = LayerFit(name, (m.h.shape[0] - 1, keep),
