@@ -242,8 +242,10 @@ def norm_scales(model: Any, args: tuple[Any, ...]) -> dict[str, np.ndarray]:
     from torch import nn
 
     norm = nn.modules.batchnorm._BatchNorm
-    ran: list[str] = []
-    handles = [m.register_forward_hook(lambda *_a, n=n: ran.append(n))
+    # (name, input, output) in run order: a BatchNorm counts when it reads the conv's very
+    # output (onnx2torch graphs run a conv, then a BatchNorm on something else)
+    ran: list[tuple[str, Any, Any]] = []
+    handles = [m.register_forward_hook(lambda _m, i, o, n=n: ran.append((n, i[0], o)))
                for n, m in model.named_modules()
                if isinstance(m, (nn.modules.conv._ConvNd, norm))]
     try:
@@ -254,9 +256,9 @@ def norm_scales(model: Any, args: tuple[Any, ...]) -> dict[str, np.ndarray]:
             handle.remove()
     modules = dict(model.named_modules())
     found = {}
-    for first, second in zip(ran, ran[1:], strict=False):
+    for (first, _, made), (second, read, _) in zip(ran, ran[1:], strict=False):
         bn = modules[second]
-        if isinstance(bn, norm) and not isinstance(modules[first], norm):
+        if isinstance(bn, norm) and not isinstance(modules[first], norm) and read is made:
             gamma = (bn.weight.detach().double() if bn.weight is not None
                      else torch.ones(bn.num_features, dtype=torch.float64))
             found[first] = (gamma.abs() / torch.sqrt(bn.running_var.double() + bn.eps)).numpy()
@@ -296,7 +298,8 @@ def prune_by_reconstruction(pruned: Any, dense: Any, pending: list[tuple[Any, in
         # the pruned conv's input is the dense one's channels (this group cuts them), so
         # the dense weights are the prior and selection-only's weights
         target = dense_w @ m.cross.T
-        scale = scales.get(name, np.ones(len(rows)))[rows]
+        # (no BatchNorm after it: every output row weighs the same, indexed like the dense ones)
+        scale = scales.get(name, np.ones(dense_modules[name].out_channels))[rows]
         kept, weight, _ = eliminate_gram(m.h, target, keep, dense_w, scale)
         idx = [*kept, m.h.shape[0] - 1]
         fit = LayerFit(name, (m.h.shape[0] - 1, keep),

@@ -89,3 +89,27 @@ def test_pruning_by_reconstruction_refits_every_consumer_and_keeps_the_digits(di
         mag_agree = float((mag(xs).argmax(1) == want).float().mean())
     # measured on 256 held-out digits: reconstruction 0.938, magnitude 0.453 (no distillation)
     assert rec_agree > 0.85 and rec_agree > mag_agree + 0.2
+
+
+def test_a_consumer_without_batchnorm_whose_outputs_were_cut_is_refit():
+    """The projection has no BatchNorm after it (onnxruntime folded it, as in PP-OCR's cls
+    through onnx2torch) and a 3x3 conv reads its outputs, so magnitude cuts them first: its
+    rows must still be weighed as the dense rows they are (an IndexError before)."""
+    import torch
+    from edgekit.converters.pruning import prune_structured
+    from torch import nn
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(),
+                        nn.Conv2d(16, 32, 1), nn.ReLU(),
+                        nn.Conv2d(32, 32, 3, padding=1, groups=32), nn.ReLU(),
+                        nn.Conv2d(32, 24, 1), nn.ReLU(),
+                        nn.Conv2d(24, 16, 3, padding=1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                        nn.Linear(16, 4)).eval()
+    data = np.random.default_rng(0).standard_normal((32, 3, 10, 10)).astype(np.float32)
+    pruned, report = prune_structured(net, (torch.from_numpy(data[:1]),), 0.5, calib=[data])
+    assert report.channels["6"] == [24, 8]  # cut by magnitude (a 3x3 conv reads them)
+    refit = {fit.consumer: fit for fit in report.reconstruction.layers}
+    assert "6" in refit and refit["6"].channels == (32, 16)
+    assert refit["6"].error_refit <= refit["6"].error_selected
+    assert pruned(torch.from_numpy(data[:2])).shape == (2, 4)
