@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_prune_levers import EXTRA_PHOTOS, int8_agreement  # noqa: E402 - same sets and build
+from bench_prune_levers import EXTRA_PHOTOS, int8_agreement, int8_row  # noqa: E402 - same sets and build
 from bench_prune_select import efficientnet, suite_sets, wilson  # noqa: E402
 
 
@@ -104,10 +104,7 @@ def main() -> int:
     if args.int8:
         example = (torch.from_numpy(calib[:1]),)
         share = int8_agreement(model, example, calib, val, reference)
-        k, n = round(share * len(val)), len(val)
-        low, high = wilson(k, n)
-        print(f"| int8 artifact (edgekit build --target rpi4) of the last row | {k}/{n} = "
-              f"{share:.1%} | [{low:.1%}, {high:.1%}] | | {load()} |", flush=True)
+        print(int8_row(share, len(val), f"{load()} |"), flush=True)
     return 0
 
 

@@ -49,6 +49,14 @@ def distill_crops(count: int) -> np.ndarray:
     return imagenet_nchw(photos.crops(names, count, 224, seed=34))
 
 
+def int8_row(share: float, n: int, load: str = "") -> str:
+    """The table row of a pruned model's int8 artifact: k/n, share and its Wilson interval."""
+    k = round(share * n)
+    low, high = wilson(k, n)
+    return (f"| int8 artifact (edgekit build --target rpi4) of the last row | {k}/{n} = "
+            f"{share:.1%} | [{low:.1%}, {high:.1%}] | | {load}")
+
+
 def int8_agreement(model: object, example: tuple, calib: np.ndarray, val: np.ndarray,
                    want: np.ndarray) -> float:
     import warnings
@@ -191,11 +199,7 @@ def main() -> int:
                f"{len(crops)} crops{', feature targets' if features else ''})", rec,
                took + time.perf_counter() - start)
     if args.int8:
-        share = int8_agreement(final, example, calib, val, reference)
-        k, n = round(share * len(val)), len(val)
-        low, high = wilson(k, n)
-        print(f"| int8 artifact (edgekit build --target rpi4) of the last row | {k}/{n} = "
-              f"{share:.1%} | [{low:.1%}, {high:.1%}] | |", flush=True)
+        print(int8_row(int8_agreement(final, example, calib, val, reference), len(val)), flush=True)
     return 0
 
 

@@ -21,6 +21,15 @@ def _plain(maker):  # noqa: ANN001, ANN202 (a Sets maker that ignores the source
     return sets
 
 
+def _captcha_detections(metric_type: type):  # noqa: ANN202 (a realzoo Metric)
+    """ddddocr_det's score, whether the build judged it by default or with its decode given."""
+    return metric_type(f"float detections kept (score 0.1, NMS 0.45, IoU >= 0.5), per float "
+                       f"detection, {_AGREE}", unseen_vision.detections_kept("output"),
+                       needs_reference=True,
+                       extras=(("rendered characters found (IoU >= 0.3 with the ink box)",
+                                unseen_vision.characters_found("output")),))
+
+
 def models(model_type: type) -> list:
     """The group's entries, as ``registry.Model`` (passed in: the registry imports this)."""
     m = model_type
@@ -55,22 +64,14 @@ def models(model_type: type) -> list:
           group=GROUP),
         m("ddddocr_det", "ddddocr click-captcha character detector (YOLOX, ONNX opset 11)",
           (pins.DDDDOCR,), "ddddocr/common_det.onnx", None, _plain(unseen_vision.captcha_scenes),
-          Metric(f"float detections kept (score 0.1, NMS 0.45, IoU >= 0.5), per float "
-                 f"detection, {_AGREE}", unseen_vision.detections_kept("output"),
-                 needs_reference=True,
-                 extras=(("rendered characters found (IoU >= 0.3 with the ink box)",
-                          unseen_vision.characters_found("output")),)),
+          _captcha_detections(Metric),
           flags=("--preprocess", "tools/realzoo/ddddocr_det.preprocess.toml"),
           why_flags="ddddocr feeds 0..255 floats; the build asks for a --preprocess TOML "
                     "holding 'scale = 1' when the data holds whole numbers 0..255",
           group=GROUP),
         m("ddddocr_det_decoded", "ddddocr_det built with its YOLOX decode given (--metric detection --postprocess)",
           (pins.DDDDOCR,), "ddddocr/common_det.onnx", None, _plain(unseen_vision.captcha_scenes),
-          Metric(f"float detections kept (score 0.1, NMS 0.45, IoU >= 0.5), per float "
-                 f"detection, {_AGREE}", unseen_vision.detections_kept("output"),
-                 needs_reference=True,
-                 extras=(("rendered characters found (IoU >= 0.3 with the ink box)",
-                          unseen_vision.characters_found("output")),)),
+          _captcha_detections(Metric),
           flags=("--preprocess", "tools/realzoo/ddddocr_det.preprocess.toml", "--metric",
                  "detection", "--postprocess", "tools.realzoo.unseen_vision:decode_yolox"),
           why_flags="'scale = 1' as for ddddocr_det; then, as its exit 3 suggests, the model's "
