@@ -19,6 +19,11 @@ sys.path.insert(0, str(ROOT / "tools"))  # ``import zoo`` (tools/zoo: reference 
 # every model a build stage writes is checked (converters/graph/check.py): valid ONNX, loads
 # in onnxruntime, unique node and tensor names; users' builds skip it for speed
 os.environ.setdefault("EDGEKIT_CHECK_GRAPHS", "1")
+# two xdist workers on a 2-core runner: torch's OpenMP pool at 2 threads per worker oversubscribes
+# the cores and spins (the pruning tests 67 -> 40 s wall side by side, 2026-12-05; 123 s for one test
+# in a loaded CI run); onnxruntime's own pools are set per session and do not read this
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session")
