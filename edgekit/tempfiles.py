@@ -13,7 +13,9 @@ import re
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from edgekit.errors import UserError
 
@@ -65,6 +67,21 @@ def temp_beside(target: Path) -> tuple[int, str]:
         os.unlink(tmp)
         raise
     return fd, tmp
+
+
+def replace_atomically(fd: int, tmp: str, target: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Write through ``fd`` (the temp file ``tmp`` beside ``target``), fsync, rename onto
+    ``target``. On any error, interrupts included, the temp file goes and ``target`` is untouched."""
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def check_writable(path: str | Path, what: str, *, folder: bool = False) -> Path:

@@ -32,7 +32,7 @@ import os
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
@@ -49,7 +49,7 @@ from edgekit.artifact.zipread import (
     zip_errors,
 )
 from edgekit.errors import ArtifactError
-from edgekit.tempfiles import remove_stale_beside, temp_beside
+from edgekit.tempfiles import remove_stale_beside, replace_atomically, temp_beside
 from edgekit.trust.release import Pin, check_release
 from edgekit.trust.signing import PublicKey, Signature, verify_manifest
 
@@ -232,20 +232,14 @@ def write_artifact(
     Manifest.from_dict(manifest, origin=str(target))  # never write what no device could read
     payload = json.dumps(manifest, indent=2, sort_keys=False).encode()
     remove_stale_beside(target)
+    def write(handle: BinaryIO) -> None:
+        with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr(_member_info(MANIFEST), payload, compresslevel=9)
+            for name, data in sorted(members.items()):
+                archive.writestr(_member_info(name), data, compresslevel=9)
+
     fd, tmp = temp_beside(target)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-                archive.writestr(_member_info(MANIFEST), payload, compresslevel=9)
-                for name, data in sorted(members.items()):
-                    archive.writestr(_member_info(name), data, compresslevel=9)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    replace_atomically(fd, tmp, target, write)
     return target.stat().st_size
 
 

@@ -46,6 +46,7 @@ from edgekit.errors import (
     SigningUnavailableError,
     UntrustedArtifactError,
 )
+from edgekit.tempfiles import replace_atomically, temp_beside
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -168,21 +169,11 @@ def _write_atomically(path: Path, data: bytes, private: bool) -> None:
     if not path.parent.is_dir():
         raise SigningKeyError(f"folder {str(path.parent)!r} does not exist (expected an "
                               f"existing folder for {path.name!r})")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        if not private:  # mkstemp makes 0600; public keys follow the umask like any file
-            umask = os.umask(0)
-            os.umask(umask)
-            os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    # mkstemp makes 0600 (never readable by others, not even for a moment); public keys follow
+    # the umask like any file
+    fd, tmp = (tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent) if private
+               else temp_beside(path))
+    replace_atomically(fd, tmp, path, lambda handle: handle.write(data))
 
 
 def read_key_file(path: str | os.PathLike[str]) -> bytes:
