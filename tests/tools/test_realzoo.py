@@ -82,3 +82,33 @@ def test_detections_kept_scores_each_float_detection() -> None:
     score = detections_kept("output0")
     assert score({"output0": packed}, {"output0": packed}, {}).tolist() == [1.0, 1.0]
     assert score({"output0": weaker}, {"output0": packed}, {}).tolist() == [1.0, 0.0]
+
+
+def test_recurrent_models_are_the_named_exceptions_of_the_no_float_share(tmp_path: Path) -> None:
+    """Issue 30's bar counts the share over the models without recurrent cells; an LSTM
+    hidden in an If branch (silero-vad's layout) is found, and a recurrent model that ships
+    clean is not an exception."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from tools.realzoo.suite import recurrent_ops
+    from tools.realzoo.table import summary
+
+    lstm = helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=2)
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    branch = helper.make_graph([lstm], "b", [], [out])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)
+    cond = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    graph = helper.make_graph([node], "g", [cond], [out])
+    onnx.save(helper.make_model(graph), tmp_path / "m.onnx")
+    assert recurrent_ops(tmp_path / "m.onnx") == ["LSTM"]
+
+    clean = {"kind": "ok", "artifact": {"formats": ["tflite"], "tflite_float_ops": {}}}
+    floaty = {"kind": "ok", "artifact": {"formats": ["tflite"], "tflite_float_ops": {"ADD": 2}}}
+    rows = [{"model": "a", **clean}, {"model": "b", **floaty},
+            {"model": "lstm", "recurrent": ["LSTM"], **floaty},
+            {"model": "lstm_clean", "recurrent": ["LSTM"], **clean}]
+    s = summary(rows)
+    assert s["int8_tflite_no_float_op"] == 2
+    assert s["recurrent_exceptions"] == {"lstm": "LSTM"}
+    assert s["int8_tflite_no_float_op_of_judged"] == "2/3"

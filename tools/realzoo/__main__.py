@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 from .accepted import run_accepted
-from .materialize import materialize_all, work_dir
+from .materialize import materialize_all, source_path, work_dir
 from .registry import MODELS
-from .suite import remeasure, run_model
+from .suite import recurrent_ops, remeasure, run_model
 from .table import markdown, summary, summary_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,6 +32,9 @@ def render(files: list[str], out: Path, title: str) -> int:
         data = json.loads(Path(name).read_text())
         commands.append(data["command"])
         rows.update({r["model"]: r for r in data["rows"]})
+    for name, row in rows.items():  # rows of runs made before the field existed
+        if "recurrent" not in row and name in MODELS:
+            row["recurrent"] = recurrent_ops(source_path(MODELS[name]))
     merged = list(rows.values())
     write_table(merged, " ; ".join(commands), out, title)
     print(summary_text(summary(merged)))

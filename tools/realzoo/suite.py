@@ -101,6 +101,26 @@ def artifact_facts(path: Path) -> dict[str, object]:
     return facts
 
 
+RECURRENT = {"LSTM", "GRU", "RNN"}
+
+
+def recurrent_ops(source: Path) -> list[str]:
+    """The recurrent cells of an ONNX source (issue 30 names them as the exceptions to the
+    no-float bar: the writer keeps LSTM/GRU cells float), sorted; [] for other formats."""
+    if source.suffix != ".onnx" or not source.is_file():
+        return []
+    import onnx
+
+    found: set[str] = set()
+    graphs = [onnx.load(str(source), load_external_data=False).graph]
+    while graphs:  # silero-vad keeps its LSTM inside an If branch
+        for node in graphs.pop().node:
+            if node.op_type in RECURRENT:
+                found.add(node.op_type)
+            graphs.extend(a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH)
+    return sorted(found)
+
+
 def remeasure(row: dict[str, object], model: Model, runs: Path, timeout: float) -> None:
     """The metrics step alone (the artifact of the row's build, if it shipped)."""
     folder = runs / model.name
@@ -127,6 +147,7 @@ def run_model(model: Model, runs: Path, timeout: float) -> dict[str, object]:
         row["kind"] = "source/data failed"
         row["error"] = f"{type(exc).__name__}: {exc}"
         return row
+    row["recurrent"] = recurrent_ops(source_path(model))
     artifact = folder / f"{model.name}.edgekit"
     artifact.unlink(missing_ok=True)
     cmd = build_command(model, artifact)

@@ -42,6 +42,10 @@ def summary(rows: list[Row]) -> dict[str, object]:
     shipped = [r for r in rows if r.get("kind") == "ok"]
     emulated = [r for r in shipped if (r.get("emulate") or {}).get("pass")]
     clean = [r for r in rows if ships_int8_tflite(r)]
+    # issue 30 names recurrent cells as the exceptions of its no-float bar: the bar's share
+    # is over the other models (a recurrent model that ships clean still counts)
+    recurrent = [r for r in rows if r.get("recurrent") and not ships_int8_tflite(r)]
+    judged = count - len(recurrent)
     return {"models": count,
             "internal_errors": sum(r.get("kind") == "internal error" for r in rows),
             "estimator_refusals": sum(r.get("kind") == "estimator refusal" for r in rows),
@@ -52,6 +56,9 @@ def summary(rows: list[Row]) -> dict[str, object]:
             "shipped": len(shipped),
             "int8_tflite_no_float_op": len(clean),
             "int8_tflite_no_float_op_pct": round(100 * len(clean) / max(1, count), 1),
+            "recurrent_exceptions": {str(r["model"]): "/".join(r["recurrent"]) for r in recurrent},
+            "int8_tflite_no_float_op_of_judged": f"{len(clean)}/{judged}",
+            "int8_tflite_no_float_op_judged_pct": round(100 * len(clean) / max(1, judged), 1),
             "emulate_pass": len(emulated)}
 
 
@@ -61,7 +68,12 @@ def summary_text(s: dict[str, object]) -> str:
             f"budget refusals, {s['user_errors']} user errors, {s['crashes']} crashes, "
             f"{s['timeouts']} timeouts; "
             f"{s['int8_tflite_no_float_op']}/{s['models']} ({s['int8_tflite_no_float_op_pct']}%) "
-            f"ship an int8 .tflite with no float compute op; emulate --target rpi4 passes "
+            f"ship an int8 .tflite with no float compute op"
+            + (f" ({s['int8_tflite_no_float_op_of_judged']} = "
+               f"{s['int8_tflite_no_float_op_judged_pct']}% without the recurrent exceptions: "
+               + ", ".join(f"{k} {v}" for k, v in dict(s["recurrent_exceptions"]).items()) + ")"
+               if s.get("recurrent_exceptions") else "")
+            + "; emulate --target rpi4 passes "
             f"{s['emulate_pass']}/{s['shipped']} shipped")
 
 
