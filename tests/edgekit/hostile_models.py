@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from edgekit.artifact.archive import write_artifact
-from tools.studies.resource_bombs import huge_activation_tflite
+from tools.studies.resource_bombs import endless_onnx, huge_activation_tflite
 
 from .runtime_models import _onnx_model, minimal_manifest
 
@@ -22,7 +20,7 @@ FEATURES = 3
 
 def hostile_onnx(kind: str) -> tuple[bytes, list]:
     """The model's bytes and its output shape (as the manifest states it)."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto, helper
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", FEATURES])
     if kind == "batch_mean":
@@ -35,25 +33,8 @@ def hostile_onnx(kind: str) -> tuple[bytes, list]:
     elif kind == "scalar":
         nodes = [helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0)]
         shape = []
-    elif kind == "endless":
-        body = helper.make_graph(
-            [helper.make_node("Identity", ["c_in"], ["c_out"]),
-             helper.make_node("Identity", ["v_in"], ["v_out"])], "body",
-            [helper.make_tensor_value_info("i", TensorProto.INT64, []),
-             helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
-             helper.make_tensor_value_info("v_in", TensorProto.FLOAT, ["N", FEATURES])],
-            [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
-             helper.make_tensor_value_info("v_out", TensorProto.FLOAT, ["N", FEATURES])])
-        nodes = [
-            helper.make_node("ReduceMax", ["x"], ["top"], keepdims=0),
-            helper.make_node("Cast", ["top"], ["trips"], to=TensorProto.INT64),
-            helper.make_node("Loop", ["trips", "true", "x"], ["v"], body=body),
-            helper.make_node("Add", ["v", "v"], ["y"]),
-        ]
-        shape = ["N", FEATURES]
-        inits = [numpy_helper.from_array(np.array(True), "true")]
-        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)
-        return _onnx_model(nodes, [x], [y], inits), shape
+    elif kind == "endless":  # the resource-bomb study's graph, one builder for both
+        return endless_onnx(), ["N", FEATURES]
     else:
         raise ValueError(kind)
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)
