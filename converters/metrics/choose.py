@@ -14,7 +14,8 @@ first needs class scores beyond doubt (probabilities or a standout top):
    suggesting ``--metric detection --postprocess module:function``;
 2. one or a few (<= 4, channels first or last) maps of probabilities, ``[N, 1, H, W]`` /
    ``[N, H, W]``, saturated (near 0 or 1, not an image's values), whose foreground (> 0.3) is
-   sparse (<= 25% of pixels) and forms regions a DB post-processing keeps -> ``regions``
+   sparse (<= 25% of pixels) and forms small regions (the median <= 5% of the map) a DB
+   post-processing keeps -> ``regions``
    (PP-OCRv4 det: float's and int8's text regions matched at IoU >= 0.5);
 3. ``[N]`` integer class labels beside an ``[N, C]`` output of class scores (scikit-learn
    through skl2onnx: ``label`` first, probabilities second) -> ``top1`` on the labels;
@@ -220,15 +221,15 @@ def _image_like(h: int, w: int) -> bool:
     return min(h, w) >= 8 and max(h, w) <= MAP_ASPECT * min(h, w)
 
 
-UNDECIDED = 0.25  # at most this share of a probability map's pixels above 0.25 lie in 0.25..0.75
+UNDECIDED = 0.4  # at most this share of a probability map's pixels above 0.25 lie in 0.25..0.75
 
 
 def saturated(maps: np.ndarray) -> bool:
     """Values in 0..1 that sit near 0 or 1, as a sigmoid's decisions do: of the pixels above
-    0.25, at most ``UNDECIDED`` lie below 0.75 (PP-OCRv4 det: 2.2% on its 64 calibration pages).
-    An image's intensities spread over the middle (a super-resolution net's output in 0..1): 50
-    to 99% on 23 of the 24 scikit-image photos (a binary silhouette, horse.png, 1.2%): values,
-    not decisions (docs/measurements/det-metric.md)."""
+    0.25, at most ``UNDECIDED`` lie below 0.75 (PP-OCRv4 det 2.2%, MediaPipe's soft selfie mask
+    31%, on their 64 calibration samples). An image's intensities spread over the middle (a
+    super-resolution net's output in 0..1): 50 to 99% on 23 of the 24 scikit-image photos (a
+    binary silhouette, horse.png, 1.2%): values, not decisions (docs/measurements/det-metric.md)."""
     lit = maps > 0.25
     return bool(lit.any() and float((lit & (maps < 0.75)).sum()) <= UNDECIDED * float(lit.sum()))
 
@@ -240,15 +241,17 @@ def looks_map(x: np.ndarray) -> bool:
     return bool(maps.ndim == 4 and _image_like(*maps.shape[2:]) and _probability_rows(maps, 1))
 
 
-SPARSE_MAP = 0.25  # at most this share of a map's pixels are foreground: regions on a background
+SPARSE_MAP = 0.25    # at most this share of a map's pixels are foreground: regions on a background
+SMALL_REGION = 0.05  # the median region covers at most this share of its map: objects, not a mask
 
 
 def looks_region_map(x: np.ndarray) -> bool:
     """One or a few (``regions.MAX_CHANNELS``, first or last axis) independent probability maps,
-    saturated, whose foreground (above the consumer's 0.3) is sparse and forms regions the
-    consumer keeps: a DB text detector's map (PP-OCRv4 det: 7.9% of pixels, 499 regions on 64
-    pages). Softmax rows over channels are class maps (``map_iou``); a dense mask (a person in
-    a selfie) is judged per pixel (``map_iou``); values spread over 0..1 are no map."""
+    saturated, whose foreground (above the consumer's 0.3) is sparse and forms small regions:
+    a DB text detector's map (PP-OCRv4 det: 7.9% of pixels, 499 regions on 64 pages, the median
+    0.77% of a page, the largest 2%). Softmax rows over channels are class maps and one large
+    blob is a mask (MediaPipe's selfie person: the median region 48% of the image), both judged
+    per pixel (``map_iou``); values spread over 0..1 are no map."""
     from .regions import MAX_CHANNELS, THRESHOLD, channel_maps, kept_regions
 
     if x.ndim not in (3, 4) or x.min() < 0 or x.max() > 1:
@@ -262,7 +265,9 @@ def looks_region_map(x: np.ndarray) -> bool:
         return False
     if not saturated(maps) or float((maps > THRESHOLD).mean()) > SPARSE_MAP:
         return False
-    return any(kept_regions(page).max() > 0 for page in maps.reshape(-1, *maps.shape[2:]))
+    pages = [kept_regions(page) for page in maps.reshape(-1, *maps.shape[2:])]
+    areas = np.concatenate([np.bincount(p.ravel())[1:] / p.size for p in pages if p.max()] or [np.zeros(0)])
+    return bool(len(areas) and np.median(areas) <= SMALL_REGION)
 
 
 def embedding_like(rows: np.ndarray) -> bool:
@@ -288,7 +293,7 @@ def suggestion(x: np.ndarray) -> str:
     if squeezed.ndim <= 2:
         return "regression or top1"
     if x.ndim == 4:  # a map per sample: masks when its values are probabilities, else values
-        return "map_iou or regions" if in_unit_range and saturated(x) else "regression"
+        return "map_iou" if in_unit_range and saturated(x) else "regression"
     if squeezed.ndim == 3 and looks_raw_detection_head(squeezed):
         return "detection --postprocess module:function (a function decoding the head's boxes)"
     if squeezed.ndim == 3:

@@ -30,7 +30,9 @@ def _maps(model_name: str, folder: Path, split: str, artifact: Path | None) -> d
              "ORT quantize_static": run_onnx(folder / "peer_ort_u8s8.onnx", arrays, axes, model.consts)}
     if artifact is not None:
         found["edgekit artifact"] = run_artifact(artifact, arrays, axes, input_ranks(source))
-    return {name: np.asarray(next(iter(outputs.values()))) for name, outputs in found.items()}
+    # one sample at a time, stacked: [N, 1, 1, H, W] for a [1, 1, H, W] output
+    firsts = {name: np.asarray(next(iter(outputs.values()))) for name, outputs in found.items()}
+    return {name: x[:, 0] if x.ndim == 5 else x for name, x in firsts.items()}
 
 
 def main() -> None:

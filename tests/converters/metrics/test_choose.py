@@ -43,7 +43,7 @@ def test_choices() -> None:
     scores = choose_default([rng.uniform(0, 1, (4, 3, 8, 8))])
     assert scores.name == "signal" and scores.suggest == "regression"
     decided = choose_default([(rng.uniform(0, 1, (4, 3, 8, 8)) > 0.5).astype(np.float32)])
-    assert decided.name == "signal" and decided.suggest == "map_iou or regions"
+    assert decided.name == "signal" and decided.suggest == "map_iou"
 
 
 def test_face_detector_scores_are_not_ctc() -> None:
@@ -69,7 +69,8 @@ def test_trained_logits_are_class_scores_and_probability_maps_are_maps() -> None
     logits[np.arange(8), rng.integers(0, 1000, 8)] += 9  # one class stands out, as a trained net's
     assert choose_default([logits]).name == "top1"
     text_map = rng.uniform(0, 0.2, (3, 1, 64, 64))
-    text_map[:, :, 10:20, 5:40] = 0.95
+    for top in (6, 20, 34, 48):
+        text_map[:, :, top:top + 5, 5:40] = 0.95  # four text lines
     assert choose_default([text_map]).name == "regions"  # sparse: what its post-processing keeps
     text_map[:, :, 10:50, 5:60] = 0.95  # a dense mask (a person in a selfie) is judged per pixel
     assert choose_default([text_map]).name == "map_iou"
@@ -239,6 +240,8 @@ def test_a_sparse_probability_map_is_judged_by_its_regions() -> None:
     rng = np.random.default_rng(14)
     person = np.zeros((4, 1, 64, 64))
     person[:, :, 8:60, 16:48] = 0.97  # 41% of the pixels
+    assert choose_default([person]).name == "map_iou"
+    person[:2] = 0.0  # no person on half the photos: 20% foreground, but one blob of 41%: a mask
     assert choose_default([person]).name == "map_iou"
     logits = rng.normal(0, 3, (4, 3, 32, 32))
     classes = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)

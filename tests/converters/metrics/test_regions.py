@@ -102,3 +102,19 @@ def test_options_and_channels_last() -> None:
     assert get_metric("regions")([last], [last.copy()]).details["float_regions"] == 2 * 22
     with pytest.raises(ValueError, match="probability maps"):
         get_metric("regions")([np.zeros((2, 8, 16, 16))], [np.zeros((2, 8, 16, 16))])
+
+
+@pytest.mark.parametrize("target", ["rpi4", "rpi3", "rpi5", "rpi-zero2w", "host", "generic-aarch64"])
+def test_the_default_build_judges_db_maps_by_regions_within_5_points(target: str) -> None:
+    """The build's metric for PP-OCRv4 det's maps is ``regions`` with the profile's 5-point
+    agreement budget (map_iou's 0-point per-page gate refused it); the real int8 page that
+    split a line costs 3 of 45 regions on these 3 pages: cannot tell, so the build ships."""
+    from edgekit.converters.context import BuildConfig
+    from edgekit.converters.metrics.task_accuracy import BuildMetric
+    from edgekit.targets import load_profile
+
+    float_map, int8_map = _real_maps()
+    build = BuildMetric.of(BuildConfig(source="det.onnx", target=target), [float_map], has_labels=False)
+    assert build.name == "regions" and build.budget(load_profile(target)) == (5.0, "agreement")
+    score = build.score([float_map], [int8_map], None, ["sigmoid_0.tmp_0"], 0.99)
+    assert score.drop == pytest.approx(100 * 3 / 45) and score.evidence.verdict(5.0) == "cannot tell"
