@@ -103,7 +103,7 @@ QUANTIZATION = [
                  "by least squares (default), or those with the largest weights."),
 ]
 ACCURACY = [
-    click.Option(["--metric"], help="Task metric: top1, detection, ctc, map_iou, embedding, tags, regression, "
+    click.Option(["--metric"], help="Task metric: top1, detection, ctc, map_iou, regions, embedding, tags, regression, "
                  "signal, sqnr or module:function (default: chosen from the outputs when they say so "
                  "clearly, else the per-slice signal; recorded in the manifest)."),
     click.Option(["--postprocess"], help="Detection decode as module:function (default: "

@@ -19,7 +19,7 @@ import functools
 from edgekit.errors import UserError
 
 # modules: their metric is the function of the same name
-from . import cells, ctc, dense, detection, signal, sqnr, top1
+from . import cells, ctc, dense, detection, regions, signal, sqnr, top1
 from .base import Labels, Metric, MetricResult, Outputs
 from .choose import DefaultMetric, choose_default
 from .user import load_callable, user_metric
@@ -27,13 +27,14 @@ from .user import load_callable, user_metric
 METRICS: dict[str, Metric] = {"top1": top1.top1, "detection": detection.detection, "ctc": ctc.ctc,
                               "sqnr": sqnr.sqnr, "map_iou": dense.map_iou, "embedding": dense.embedding,
                               "tags": dense.tags, "regression": dense.regression, "cells": cells.cells,
-                              "signal": signal.signal}
+                              "regions": regions.regions, "signal": signal.signal}
 # options each built-in metric accepts (CLI flags map onto these)
 OPTIONS: dict[str, frozenset[str]] = {
     "top1": frozenset(),
     "detection": frozenset({"postprocess", "conf", "iou"}),
     "ctc": frozenset({"blank"}),
     "map_iou": frozenset({"threshold", "min_iou"}),
+    "regions": frozenset({"threshold", "min_score", "iou"}),
     "embedding": frozenset(),
     "tags": frozenset(),
     "cells": frozenset({"threshold"}),

@@ -12,24 +12,29 @@ first needs class scores beyond doubt (probabilities or a standout top):
    never negative, centres spread over the input) while every other row stays in 0..1, and
    that decodes into boxes -> ``detection``; a raw head (cell offsets, log sizes) -> the signal,
    suggesting ``--metric detection --postprocess module:function``;
-2. ``[N]`` integer class labels beside an ``[N, C]`` output of class scores (scikit-learn
+2. one or a few (<= 4, channels first or last) maps of probabilities, ``[N, 1, H, W]`` /
+   ``[N, H, W]``, saturated (near 0 or 1, not an image's values), whose foreground (> 0.3) is
+   sparse (<= 25% of pixels) and forms small regions (the median <= 5% of the map) a DB
+   post-processing keeps -> ``regions``
+   (PP-OCRv4 det: float's and int8's text regions matched at IoU >= 0.5);
+3. ``[N]`` integer class labels beside an ``[N, C]`` output of class scores (scikit-learn
    through skl2onnx: ``label`` first, probabilities second) -> ``top1`` on the labels;
-3. ``[N, C]`` with integer labels, or rows of probabilities, or logits whose top class stands
+4. ``[N, C]`` with integer labels, or rows of probabilities, or logits whose top class stands
    out (its z-score over the row beats the maximum of C Gaussian values by a margin; any
    C <= 16) -> ``top1``; unit-norm rows -> ``embedding``;
-4. ``[N, anchors, classes]`` (either order, anchors the longer axis) of independent scores in
+5. ``[N, anchors, classes]`` (either order, anchors the longer axis) of independent scores in
    0..1 (not rows of probabilities) with a few confident cells (> 0.5) among many background
    ones: a sigmoid detection head not decoded in the graph -> ``cells`` (F1 of the confident
    cells of every such table);
-5. ``[N, T, symbols]`` with T > 1: ``ctc`` only when the blank (index 0) wins most steps and
+6. ``[N, T, symbols]`` with T > 1: ``ctc`` only when the blank (index 0) wins most steps and
    separates symbols (not only a padding after them, as an attention decoder's), at least 3
    symbols, and the greedy decode is shorter than T yet not empty; else ``tags``
    (per-token argmax agreement) when T <= 1024 and each token's row reads as class scores
    (``token_scores``: probabilities, or a top that stands out; a speech encoder's hidden states
    [N, 40, 416] and a face detector's box regressors [N, 896, 16] are not tags);
-6. ``[N, 1, H, W]`` / ``[N, H, W]`` maps of values in 0..1, or ``[N, C, H, W]`` rows of
+7. ``[N, 1, H, W]`` / ``[N, H, W]`` saturated maps in 0..1 (a dense mask), or ``[N, C, H, W]`` rows of
    per-pixel probabilities, H and W image-like (neither 16x the other) -> ``map_iou``;
-7. anything else -> ``signal``: per-slice decisions with their own thresholds over every
+8. anything else -> ``signal``: per-slice decisions with their own thresholds over every
    output (conservative), and ``suggest`` names the ``--metric`` that would judge the task.
 
 The reason goes to the summary and manifest, so a user sees why and can pass ``--metric``.
@@ -216,11 +221,53 @@ def _image_like(h: int, w: int) -> bool:
     return min(h, w) >= 8 and max(h, w) <= MAP_ASPECT * min(h, w)
 
 
+UNDECIDED = 0.4  # at most this share of a probability map's pixels above 0.25 lie in 0.25..0.75
+
+
+def saturated(maps: np.ndarray) -> bool:
+    """Values in 0..1 that sit near 0 or 1, as a sigmoid's decisions do: of the pixels above
+    0.25, at most ``UNDECIDED`` lie below 0.75 (PP-OCRv4 det 2.2%, MediaPipe's soft selfie mask
+    31%, on their 64 calibration samples). An image's intensities spread over the middle (a
+    super-resolution net's output in 0..1): 50 to 99% on 23 of the 24 scikit-image photos (a
+    binary silhouette, horse.png, 1.2%): values, not decisions (docs/measurements/det-metric.md)."""
+    lit = maps > 0.25
+    return bool(lit.any() and float((lit & (maps < 0.75)).sum()) <= UNDECIDED * float(lit.sum()))
+
+
 def looks_map(x: np.ndarray) -> bool:
     maps = x[:, 0] if x.ndim == 4 and x.shape[1] == 1 else x
     if maps.ndim == 3:
-        return bool(_image_like(*maps.shape[1:]) and maps.min() >= 0 and maps.max() <= 1)
+        return bool(_image_like(*maps.shape[1:]) and maps.min() >= 0 and maps.max() <= 1 and saturated(maps))
     return bool(maps.ndim == 4 and _image_like(*maps.shape[2:]) and _probability_rows(maps, 1))
+
+
+SPARSE_MAP = 0.25    # at most this share of a map's pixels are foreground: regions on a background
+SMALL_REGION = 0.05  # the median region covers at most this share of its map: objects, not a mask
+
+
+def looks_region_map(x: np.ndarray) -> bool:
+    """One or a few (``regions.MAX_CHANNELS``, first or last axis) independent probability maps,
+    saturated, whose foreground (above the consumer's 0.3) is sparse and forms small regions:
+    a DB text detector's map (PP-OCRv4 det: 7.9% of pixels, 499 regions on 64 pages, the median
+    0.77% of a page, the largest 2%). Softmax rows over channels are class maps and one large
+    blob is a mask (MediaPipe's selfie person: the median region 48% of the image), both judged
+    per pixel (``map_iou``); values spread over 0..1 are no map."""
+    from .regions import MAX_CHANNELS, THRESHOLD, channel_maps, kept_regions
+
+    if x.ndim not in (3, 4) or x.min() < 0 or x.max() > 1:
+        return False
+    if x.ndim == 3 and _probability_rows(x, 2):
+        return False  # softmax rows: a token sequence (tags, CTC), not a page
+    if x.ndim == 4 and min(x.shape[1], x.shape[3]) > MAX_CHANNELS:
+        return False
+    maps = channel_maps(x)
+    if not _image_like(*maps.shape[2:]) or (maps.shape[1] > 1 and _probability_rows(maps, 1)):
+        return False
+    if not saturated(maps) or float((maps > THRESHOLD).mean()) > SPARSE_MAP:
+        return False
+    pages = [kept_regions(page) for page in maps.reshape(-1, *maps.shape[2:])]
+    areas = np.concatenate([np.bincount(p.ravel())[1:] / p.size for p in pages if p.max()] or [np.zeros(0)])
+    return bool(len(areas) and np.median(areas) <= SMALL_REGION)
 
 
 def embedding_like(rows: np.ndarray) -> bool:
@@ -246,7 +293,7 @@ def suggestion(x: np.ndarray) -> str:
     if squeezed.ndim <= 2:
         return "regression or top1"
     if x.ndim == 4:  # a map per sample: masks when its values are probabilities, else values
-        return "map_iou" if in_unit_range else "regression"
+        return "map_iou" if in_unit_range and saturated(x) else "regression"
     if squeezed.ndim == 3 and looks_raw_detection_head(squeezed):
         return "detection --postprocess module:function (a function decoding the head's boxes)"
     if squeezed.ndim == 3:
@@ -274,6 +321,11 @@ def _task(x: np.ndarray, index: int, outputs: Outputs, has_labels: bool) -> Defa
     if looks_packed_detection(x) and _decodes(x):
         return DefaultMetric("detection", f"{where} packs 4 pixel box values with probability rows in "
                              "0..1 that decode into boxes (YOLO-style): matched at IoU >= 0.5", output=index)
+    if looks_region_map(x):
+        return DefaultMetric("regions", f"{where} is a sparse probability map: its regions (connected "
+                             "components above 0.3 with mean score >= 0.6, as DB post-processing keeps) "
+                             "matched to float's at IoU >= 0.5, F1 of the regions, blank pages included",
+                             output=index)
     if x.ndim == 2 and x.shape[1] >= 2:
         labelled = has_labels and index == 0
         if labelled or (class_scores(x) if index == 0 else clear_class_scores(x)):

@@ -39,8 +39,11 @@ def test_choices() -> None:
     assert small.name == "signal" and "regression" in small.suggest
     features = choose_default([rng.normal(size=(4, 3, 8, 8))])
     assert features.name == "signal" and features.suggest == "regression"  # values, not 0..1 masks
+    # values spread over 0..1 are no probabilities (an image, a super-resolution output): values
     scores = choose_default([rng.uniform(0, 1, (4, 3, 8, 8))])
-    assert scores.name == "signal" and scores.suggest == "map_iou"
+    assert scores.name == "signal" and scores.suggest == "regression"
+    decided = choose_default([(rng.uniform(0, 1, (4, 3, 8, 8)) > 0.5).astype(np.float32)])
+    assert decided.name == "signal" and decided.suggest == "map_iou"
 
 
 def test_face_detector_scores_are_not_ctc() -> None:
@@ -66,7 +69,10 @@ def test_trained_logits_are_class_scores_and_probability_maps_are_maps() -> None
     logits[np.arange(8), rng.integers(0, 1000, 8)] += 9  # one class stands out, as a trained net's
     assert choose_default([logits]).name == "top1"
     text_map = rng.uniform(0, 0.2, (3, 1, 64, 64))
-    text_map[:, :, 10:20, 5:40] = 0.95
+    for top in (6, 20, 34, 48):
+        text_map[:, :, top:top + 5, 5:40] = 0.95  # four text lines
+    assert choose_default([text_map]).name == "regions"  # sparse: what its post-processing keeps
+    text_map[:, :, 10:50, 5:60] = 0.95  # a dense mask (a person in a selfie) is judged per pixel
     assert choose_default([text_map]).name == "map_iou"
 
 
@@ -216,3 +222,34 @@ def test_an_attention_decoders_padding_is_not_ctc_blanks() -> None:
     probabilities = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     chosen = choose_default([probabilities])
     assert chosen.name == "tags"
+
+
+def test_a_sparse_probability_map_is_judged_by_its_regions() -> None:
+    """PP-OCRv4 det's real maps (three pages, float, tests/converters/metrics/data): a DB text
+    detector's consumer keeps regions, so ``regions`` judges them (it was ``map_iou``, whose
+    per-pixel gate refused an int8 that keeps 918 of 919 lines); channels last too. A dense
+    mask, softmax class maps, an image's values and a token sequence are not region maps."""
+    from pathlib import Path
+
+    with np.load(Path(__file__).parent / "data" / "ppocr_det_maps.npz") as data:
+        pages = data["float_map"] / 255.0
+    chosen = choose_default([pages])
+    assert chosen.name == "regions" and "0.3" in chosen.reason
+    assert choose_default([pages.transpose(0, 2, 3, 1)]).name == "regions"
+    assert choose_default([pages[:, 0]]).name == "regions"  # [N, H, W]: not tags over rows
+    rng = np.random.default_rng(14)
+    person = np.zeros((4, 1, 64, 64))
+    person[:, :, 8:60, 16:48] = 0.97  # 41% of the pixels
+    assert choose_default([person]).name == "map_iou"
+    person[:2] = 0.0  # no person on half the photos: 20% foreground, but one blob of 41%: a mask
+    assert choose_default([person]).name == "map_iou"
+    logits = rng.normal(0, 3, (4, 3, 32, 32))
+    classes = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    assert choose_default([classes]).name == "map_iou"
+    from scipy import ndimage
+
+    image = ndimage.gaussian_filter(rng.uniform(0, 1, (4, 1, 64, 64)), (0, 0, 3, 3))
+    image = (image - image.min()) / (image.max() - image.min())  # smooth values over 0..1
+    assert choose_default([image]).name == "signal"
+    tokens = np.exp(rng.normal(0, 4, (4, 40, 30)))
+    assert choose_default([tokens / tokens.sum(2, keepdims=True)]).name != "regions"

@@ -49,7 +49,7 @@ def test_unknown_names_list_the_allowed_set(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="its options: blank"):
         get_metric("ctc", conf=0.5)
     assert set(METRICS) == {"top1", "detection", "ctc", "sqnr", "map_iou", "embedding", "tags", "regression", "cells",
-                            "signal"}
+                            "regions", "signal"}
 
 
 def test_options_are_bound() -> None:
