@@ -115,9 +115,11 @@ def _round_layer(layer: dict[str, Any], x_q: np.ndarray, x_f: np.ndarray, steps:
 
 
 def adaround(path: Path, float_path: Path, calib: Dataset, seconds: float, quiet: bool = True,
-             steps: int = STEPS) -> dict[str, Any]:
+             steps: int = STEPS, first: int | None = None, samples: int = SAMPLES) -> dict[str, Any]:
     """Learn the rounding of the QDQ model at ``path`` layer by layer within ``seconds``; keep
-    (rewrite ``path``) only if the output error against float went down. Returns the figures."""
+    (rewrite ``path``) only if the output error against float went down. Returns the figures.
+    ``first``: only the first that many layers in graph order (where a CNN's noise is amplified
+    most: ``tools/benchmarks/bench_effnet_int8.py``), whatever the time left."""
     import onnx
     import torch
     from edgekit.converters.ptq.bias_correct import output_mse
@@ -125,9 +127,9 @@ def adaround(path: Path, float_path: Path, calib: Dataset, seconds: float, quiet
     from tqdm import tqdm
 
     began = time.monotonic()
-    data = calib.take(slice(0, min(SAMPLES, len(calib))))
+    data = calib.take(slice(0, min(samples, len(calib))))
     qdq, float_model = onnx.load(str(path)), onnx.load(str(float_path))
-    layers = _layers(qdq, float_model)
+    layers = _layers(qdq, float_model)[:first]
     if not layers:
         return {"layers": 0, "kept": False}
     x_q = _tensors(qdq, sorted({layer["node"].input[0] for layer in layers}), data, exact=True)
