@@ -33,6 +33,10 @@ class QuantizeConfig(StageConfig):
     fp16: tuple[str, ...] = ()   # nodes left float with float16 weights (targets with fp16 arithmetic)
     bias_correct: bool = True  # empirical bias correction (ptq/bias_correct.py), kept if it pays
     adaround: float = 0.0  # seconds for AdaRound (ptq/adaround.py) per candidate; 0: off
+    # AdaRound only the first that many layers (None: in graph order while time lasts): on
+    # EfficientNet-Lite0 the stem's and the first depthwise conv's weights carry almost all the
+    # logits noise of int8 weights (docs/measurements/effnet-int8.md); too slow for every build
+    adaround_first: int | None = None
 
 
 @contextlib.contextmanager
@@ -144,7 +148,7 @@ class Quantize(Stage):
                 from edgekit.converters.ptq.adaround import adaround
 
                 rounded[method] = adaround(out, ctx.float_path, ctx.calib, self.config.adaround,
-                                           quiet=ctx.config.quiet)
+                                           quiet=ctx.config.quiet, first=self.config.adaround_first)
             if self.config.bias_correct:
                 from edgekit.converters.ptq.bias_correct import correct_if_it_pays
 
