@@ -43,6 +43,7 @@ VARIANTS: dict[str, dict] = {
     "percentile": {"method": "percentile"},
     "entropy": {"method": "entropy"},
     "adaround30": {"adaround": 30.0},
+    "stem-adaround": {"adaround_first": 1},  # a quantize-stage knob (the guard's), not a build flag
 }
 
 
@@ -93,11 +94,23 @@ def scores(ref: np.ndarray, got: np.ndarray) -> dict[str, object]:
 
 
 def build_variant(model: Path, calib: Path, out: Path, options: dict) -> tuple[Path, float, dict]:
-    from edgekit.converters import build
+    """One build; ``adaround_first`` reaches the quantize stage's config as the guard sets it."""
+    import dataclasses
 
+    from edgekit.converters import build
+    from edgekit.converters.stages.quantize import Quantize
+
+    options = dict(options)
+    first = options.pop("adaround_first", None)
+    configure = Quantize.configure
+    if first is not None:
+        Quantize.configure = lambda self, ctx: dataclasses.replace(configure(self, ctx), adaround_first=first)
     start = time.perf_counter()
-    result = build(str(model), target="rpi4", calib=str(calib), output=out, formats=["onnx", "tflite"],
-                   quiet=True, guard_time=0, accept_accuracy_drop=True, **options)
+    try:
+        result = build(str(model), target="rpi4", calib=str(calib), output=out, formats=["onnx", "tflite"],
+                       quiet=True, guard_time=0, accept_accuracy_drop=True, **options)
+    finally:
+        Quantize.configure = configure
     return result.path, time.perf_counter() - start, result.manifest
 
 
