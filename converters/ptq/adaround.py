@@ -27,6 +27,11 @@ SAMPLES = 32  # calibration samples whose layer inputs are kept in memory
 STEPS = 300  # Adam steps per layer
 ZETA, GAMMA = 1.1, -0.1  # the rectified sigmoid's stretch (the paper's values)
 REG = 0.01  # weight of the rounding regulariser
+# A conv whose output is larger than WINDOW x WINDOW learns on WINDOWS random windows of it per
+# sample (its padded input cropped to match): the rounding sees the same weights on every window,
+# and a step on EfficientNet-Lite0's 112x112 stem output costs 1/8 of the whole image's
+# (its first two layers: 140 s -> 43 s at load 11-14, docs/measurements/effnet-int8.md)
+WINDOW, WINDOWS = 28, 2
 
 
 def _tensors(model: Any, names: list[str], data: Dataset, exact: bool) -> dict[str, np.ndarray]:
@@ -88,9 +93,39 @@ def _forward(layer: dict[str, Any], x: Any, w: Any) -> Any:
     return F.conv2d(x, w, bias, a.get("strides", 1), tuple(pads[:2]), a.get("dilations", 1), a.get("group", 1))
 
 
+def _windows(layer: dict[str, Any], x_q: np.ndarray, x_f: np.ndarray, seed: int = 0
+             ) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+    """The layer (padding now explicit) and the same random windows of its int8 and float inputs,
+    when its output is larger than ``WINDOW``; else all unchanged."""
+    a = layer["attrs"]
+    if layer["node"].op_type != "Conv" or x_q.ndim != 4:
+        return layer, x_q, x_f
+    top, left, bottom, right = a.get("pads", [0, 0, 0, 0])
+    stride, dilation = a.get("strides", [1, 1]), a.get("dilations", [1, 1])
+    kernel = layer["w"].shape[2:]
+    size = [x_q.shape[2] + top + bottom, x_q.shape[3] + left + right]
+    out = [(size[d] - dilation[d] * (kernel[d] - 1) - 1) // stride[d] + 1 for d in (0, 1)]
+    if out[0] <= WINDOW and out[1] <= WINDOW:
+        return layer, x_q, x_f
+    span = [(min(WINDOW, out[d]) - 1) * stride[d] + dilation[d] * (kernel[d] - 1) + 1 for d in (0, 1)]
+    rng = np.random.default_rng(seed)
+    pad = ((0, 0), (0, 0), (top, bottom), (left, right))
+    crops_q, crops_f = [], []
+    for i in range(len(x_q)):
+        for _ in range(WINDOWS):
+            y, x = (int(rng.integers(0, out[d] - min(WINDOW, out[d]) + 1)) * stride[d] for d in (0, 1))
+            window = (slice(None), slice(y, y + span[0]), slice(x, x + span[1]))
+            crops_q.append(np.pad(x_q[i:i + 1], pad)[0][window])
+            crops_f.append(np.pad(x_f[i:i + 1], pad)[0][window])
+    return ({**layer, "attrs": {**a, "pads": [0, 0, 0, 0]}},
+            np.stack(crops_q).astype(np.float32), np.stack(crops_f).astype(np.float32))
+
+
 def _round_layer(layer: dict[str, Any], x_q: np.ndarray, x_f: np.ndarray, steps: int) -> np.ndarray:
     """The learned int8 weights of one layer."""
     import torch
+
+    layer, x_q, x_f = _windows(layer, x_q, x_f)
 
     w = torch.from_numpy(layer["w"])
     shape = [-1] + [1] * (w.dim() - 1)
@@ -115,9 +150,11 @@ def _round_layer(layer: dict[str, Any], x_q: np.ndarray, x_f: np.ndarray, steps:
 
 
 def adaround(path: Path, float_path: Path, calib: Dataset, seconds: float, quiet: bool = True,
-             steps: int = STEPS) -> dict[str, Any]:
+             steps: int = STEPS, first: int | None = None, samples: int = SAMPLES) -> dict[str, Any]:
     """Learn the rounding of the QDQ model at ``path`` layer by layer within ``seconds``; keep
-    (rewrite ``path``) only if the output error against float went down. Returns the figures."""
+    (rewrite ``path``) only if the output error against float went down. Returns the figures.
+    ``first``: only the first that many layers in graph order (where a CNN's noise is amplified
+    most: ``tools/benchmarks/bench_effnet_int8.py``), whatever the time left."""
     import onnx
     import torch
     from edgekit.converters.ptq.bias_correct import output_mse
@@ -125,9 +162,9 @@ def adaround(path: Path, float_path: Path, calib: Dataset, seconds: float, quiet
     from tqdm import tqdm
 
     began = time.monotonic()
-    data = calib.take(slice(0, min(SAMPLES, len(calib))))
+    data = calib.take(slice(0, min(samples, len(calib))))
     qdq, float_model = onnx.load(str(path)), onnx.load(str(float_path))
-    layers = _layers(qdq, float_model)
+    layers = _layers(qdq, float_model)[:first]
     if not layers:
         return {"layers": 0, "kept": False}
     x_q = _tensors(qdq, sorted({layer["node"].input[0] for layer in layers}), data, exact=True)

@@ -116,3 +116,57 @@ def test_channel_sums_of_one_sample_runs_match_the_multi_axis_sum_bit_for_bit() 
         value = (rng.standard_normal(shape) * 7).astype(np.float32)
         axes = tuple(i for i in range(value.ndim) if i != 1)
         np.testing.assert_array_equal(_channel_sum(value), value.sum(axis=axes, dtype=np.float64))
+
+
+def test_adaround_first_learns_only_the_first_layers(tmp_path: Path) -> None:
+    """``first=1`` rounds the first conv only (where EfficientNet-Lite0's noise is amplified
+    most): the second conv's int8 weights stay those of nearest rounding, however long the
+    time bound."""
+    from edgekit.converters.ptq.adaround import adaround
+    from onnx import numpy_helper
+
+    from .nets import conv_act_depthwise
+
+    x = np.random.default_rng(0).random((16, 3, 6, 6)).astype(np.float32)
+    float_path, int8_path = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    onnx.save(conv_act_depthwise("Relu", 8), str(float_path))
+    quantize_static(str(float_path), str(int8_path), _Reader(x), quant_format=QuantFormat.QDQ,
+                    per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    extra_options={"WeightSymmetric": True})
+
+    def int8_weights() -> dict[str, np.ndarray]:
+        return {t.name: numpy_helper.to_array(t) for t in onnx.load(str(int8_path)).graph.initializer
+                if t.data_type == onnx.TensorProto.INT8}
+
+    before = int8_weights()
+    report = adaround(int8_path, float_path, Dataset({"input": x}), seconds=120, steps=100,
+                      first=1, samples=16)
+    after = int8_weights()
+    assert report["of"] == 1 and report["layers"] == 1 and report["samples"] == 16
+    second = next(name for name in before if name.startswith("w2"))
+    assert np.array_equal(before[second], after[second])
+
+
+def test_adaround_windows_are_slices_of_the_whole_conv_output() -> None:
+    """AdaRound of a large conv learns on windows of its padded input: each window's conv
+    (padding now zero) must equal a slice of the whole image's conv output, for strides,
+    kernel sizes and asymmetric padding alike (EfficientNet's stem pads 0,0,1,1)."""
+    import torch
+    from edgekit.converters.ptq import adaround as ada
+
+    rng = np.random.default_rng(1)
+    for stride, k, pads in ((2, 3, [0, 0, 1, 1]), (1, 3, [1, 1, 1, 1]), (2, 5, [1, 1, 2, 2])):
+        w = rng.normal(size=(4, 3, k, k)).astype(np.float32)
+        x = rng.normal(size=(2, 3, 70, 66)).astype(np.float32)
+        layer = {"node": onnx.helper.make_node("Conv", ["x", "w"], ["y"]), "w": w, "bias": None,
+                 "attrs": {"pads": pads, "strides": [stride, stride]}}
+        whole = ada._forward(layer, torch.from_numpy(x), torch.from_numpy(w)).numpy()
+        cropped, x_q, x_f = ada._windows(layer, x, 2 * x)
+        assert x_q.shape[0] == 2 * ada.WINDOWS and np.allclose(x_f, 2 * x_q)  # the same windows of both
+        got = ada._forward(cropped, torch.from_numpy(x_q), torch.from_numpy(w)).numpy()
+        assert got.shape[2:] == (ada.WINDOW, ada.WINDOW)
+        for j, window in enumerate(got):
+            full = whole[j // ada.WINDOWS]
+            assert any(np.allclose(full[:, y:y + ada.WINDOW, c:c + ada.WINDOW], window, atol=1e-4)
+                       for y in range(full.shape[1] - ada.WINDOW + 1)
+                       for c in range(full.shape[2] - ada.WINDOW + 1))
