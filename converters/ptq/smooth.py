@@ -4,8 +4,8 @@ weights, an exact rewrite of the float model.
 A transformer's LayerNorm and GELU outputs have a few channels tens of times wider than the
 rest (Moonshine's encoder: the widest channel of an MLP's GELU output is 10-60x the median
 one). Their int8 scale is per tensor, so the outliers set the step and the other channels get
-a few levels. Where the tensor ``X`` is made by a ``Mul`` by a constant (LayerNorm's gamma,
-GELU's final ``* 0.5``) and read only by matrix products with constant weights ``W``
+a few levels. Where the tensor ``X`` is made by a ``Mul`` by a per-channel constant
+(LayerNorm's gamma) and read only by matrix products with constant weights ``W``
 (``MatMul``, ``Gemm``; through a ``Reshape`` that keeps the channel axis last), dividing the
 constant by ``s`` per channel and multiplying row ``k`` of every ``W`` by ``s_k`` computes the
 same function: ``(X / s) @ (diag(s) W) = X @ W``. Weights are quantized per output channel,
@@ -15,6 +15,12 @@ so a row scaled up costs the weights little; the activation's channels come clos
 calibration data and over every reading layer's row ``k`` (SmoothQuant's rule; alpha 0.5 is its
 default, as in Intel Neural Compressor's ONNX SmoothQuant that onnxruntime's quantizer calls).
 Dead channels keep ``s = 1``. ``Shape`` readers are allowed (the shape does not change).
+
+A Mul by a scalar is not a site: GELU's final ``* 0.5`` is one, and the .tflite writer fuses
+``x * 0.5 * (1 + erf(x / sqrt 2))`` into one int8 GELU lookup (``tflite/ops/gelu.py``), exact
+from its int8 input; a per-channel divisor there would break that fusion and leave the chain's
+int8 pieces, which lose more than the outliers (Moonshine: measured in
+docs/measurements/moonshine-int8.md).
 """
 
 from __future__ import annotations
@@ -99,7 +105,7 @@ def find_sites(model: Any) -> list[Site]:
         if node.op_type not in PRODUCERS or node.output[0] in outputs:
             continue
         consts = [i for i, name in enumerate(node.input) if name in inits]
-        if len(consts) != 1:
+        if len(consts) != 1 or int(np.prod(inits[node.input[consts[0]]].dims)) <= 1:
             continue
         readers = _weight_readers(model, node.output[0], consumers, inits)
         if readers:

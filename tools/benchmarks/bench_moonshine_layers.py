@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO)]
+sys.path[:0] = [str(REPO), str(REPO / "tools")]
 MODEL = Path("/work/wt/rzfinal/moonshine_encoder/moonshine_encoder.onnx")
 CALIB = Path("/work/wt/rzfinal/moonshine_encoder/calib.npz")
 VAL = Path("/work/wt/rzfinal/moonshine_encoder/val.npz")
@@ -38,13 +38,12 @@ def sqnr_db(ref: np.ndarray, got: np.ndarray) -> float:
 def prepared(source: Path, shape: list[int], out: Path) -> Path:
     """The source pinned to ``shape`` and constant-folded (the build's pin + prepare)."""
     import onnx
+    from edgekit.converters.graph.shapes import folded, pin_inputs
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     model = onnx.load(str(source))
-    dims = model.graph.input[0].type.tensor_type.shape.dim
-    for dim, size in zip(dims, shape, strict=True):
-        dim.Clear()
-        dim.dim_value = size
+    # pinned and constant-folded (shape subgraphs) as the build's pin stage does
+    model = folded(pin_inputs(model, {model.graph.input[0].name: shape}), out.parent)
     pinned = out.with_name("pinned.onnx")
     onnx.save(model, str(pinned))
     with contextlib.chdir(out.parent):
@@ -102,12 +101,30 @@ def all_outputs(path: Path, names: list[str], feeds: list[dict[str, np.ndarray]]
     return [dict(zip(outs, sess.run(None, f), strict=True)) for f in feeds]
 
 
-def transcripts_equal(float_path: Path, q_path: Path, feeds: list[dict[str, np.ndarray]]
-                      ) -> np.ndarray:
+def tflite_outputs(q_path: Path, feeds: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+    """The QDQ model as the .tflite writer ships it (fused GELU lookup, LayerNorm), on LiteRT."""
+    import onnx
+    from edgekit.converters.tflite import convert
+
+    from tests.converters.tflite.helpers import litert
+
+    model = convert(onnx.load(str(q_path)))
+    ops = {}
+    for op in model.float_ops:
+        ops[op["op_type"]] = ops.get(op["op_type"], 0) + 1
+    print(f".tflite: {len(model.data) / 1e6:.1f} MB, float ops {ops or 'none'}")
+    runner = litert(model, threads=2)
+    names = [o["name"] for o in model.outputs]
+    return [dict(zip(names, runner.run(f), strict=True)) for f in feeds]
+
+
+def transcripts_equal(float_path: Path, q_path: Path, feeds: list[dict[str, np.ndarray]],
+                      tflite: bool = False) -> np.ndarray:
     """1 per chunk where the float decoder reads the same tokens from int8's states."""
     from tools.realzoo.moonshine import CHUNK, RATE, greedy_tokens
 
-    ref, got = (all_outputs(p, [], feeds) for p in (float_path, q_path))
+    ref = all_outputs(float_path, [], feeds)
+    got = tflite_outputs(q_path, feeds) if tflite else all_outputs(q_path, [], feeds)
     out = "last_hidden_state"
     return np.asarray([greedy_tokens(g[out][0], CHUNK / RATE) == greedy_tokens(r[out][0], CHUNK / RATE)
                        for g, r in zip(got, ref, strict=True)], np.float64)
@@ -135,6 +152,8 @@ def main() -> int:
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--transcripts", type=int, default=0,
                    help="also score transcripts equal to float's on this many held-out chunks")
+    p.add_argument("--tflite", action="store_true",
+                   help="score the transcripts of the written .tflite (LiteRT) instead, and stop")
     p.add_argument("--trace", type=int, default=0, help="print the first N tensors' SQNR")
     p.add_argument("--exclude", help="regex of node names kept float")
     p.add_argument("--int16", help="regex of node names moved to int16 activations")
@@ -166,10 +185,14 @@ def main() -> int:
         qnames = {o for n in qmodel.graph.node for o in n.output}
         if args.transcripts:
             agree = transcripts_equal(float_path, q_path, [{name: val_all[name][i:i + 1]}
-                                                          for i in range(args.transcripts)])
+                                                          for i in range(args.transcripts)],
+                                      args.tflite)
             low, high = clopper_pearson(int(agree.sum()), len(agree))
+            where = ".tflite on LiteRT" if args.tflite else "QDQ on onnxruntime, unfused"
             print(f"transcripts equal to float's: {agree.mean():.1%} [{low:.1%}, {high:.1%}] "
-                  f"n={len(agree)} (int8 QDQ on onnxruntime, unfused)")
+                  f"n={len(agree)} ({where})")
+            if args.tflite:
+                return 0
         ref = all_outputs(float_path, names, val)
         got = all_outputs(q_path, [o for o in names if o in qnames], val)
     rows = []
