@@ -51,8 +51,30 @@ def prepared(source: Path, shape: list[int], out: Path) -> Path:
     return out
 
 
+def weights_rounded(float_path: Path, out: Path) -> Path:
+    """The float model with every Conv/MatMul/Gemm weight rounded to int8 per output channel
+    (symmetric, as the build's quantizer) and kept float: the weights' share of the error."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(float_path))
+    inits = {i.name: i for i in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type not in ("Conv", "MatMul", "Gemm") or node.input[1] not in inits:
+            continue
+        w = numpy_helper.to_array(inits[node.input[1]])
+        trans_b = any(a.name == "transB" and a.i for a in node.attribute)
+        axis = 0 if node.op_type == "Conv" or trans_b else w.ndim - 1
+        top = np.abs(w).max(axis=tuple(i for i in range(w.ndim) if i != axis), keepdims=True)
+        step = np.where(top > 0, top / 127, 1)
+        inits[node.input[1]].CopyFrom(numpy_helper.from_array(
+            (np.clip(np.rint(w / step), -127, 127) * step).astype(w.dtype), node.input[1]))
+    onnx.save(model, str(out))
+    return out
+
+
 def quantized(float_path: Path, calib: list[dict[str, np.ndarray]], out: Path,
-              exclude: str | None = None, int16: str | None = None) -> Path:
+              exclude: str | None = None, int16: str | None = None, a16: bool = False) -> Path:
     """int8 QDQ; nodes matching ``exclude`` kept float, tensors of nodes matching ``int16``
     moved to int16 (the build's ``ptq/precision.apply``, as the guard's int16 rung)."""
     import re
@@ -75,8 +97,9 @@ def quantized(float_path: Path, calib: list[dict[str, np.ndarray]], out: Path,
     nodes = [n.name for n in onnx.load(str(float_path)).graph.node]
     keep = [n for n in nodes if exclude and re.search(exclude, n)]
     quantize_static(str(float_path), str(out), Reader(), quant_format=QuantFormat.QDQ,
-                    per_channel=True, activation_type=QuantType.QUInt8,
-                    weight_type=QuantType.QInt8, extra_options={"WeightSymmetric": True},
+                    per_channel=True, activation_type=QuantType.QInt16 if a16 else QuantType.QUInt8,
+                    weight_type=QuantType.QInt8,
+                    extra_options={"WeightSymmetric": True, "ActivationSymmetric": a16},
                     nodes_to_exclude=keep)
     if int16:
         from edgekit.converters.ptq import precision
@@ -152,6 +175,12 @@ def main() -> int:
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--transcripts", type=int, default=0,
                    help="also score transcripts equal to float's on this many held-out chunks")
+    p.add_argument("--calib-gain", type=float, default=1.0,
+                   help="scale the calibration audio (held-out audio is ~8x louder)")
+    p.add_argument("--a16", action="store_true",
+                   help="onnxruntime's own int16 activations everywhere (QInt16, symmetric)")
+    p.add_argument("--weights-only", action="store_true",
+                   help="no activation quantization: only the weights rounded to int8")
     p.add_argument("--tflite", action="store_true",
                    help="score the transcripts of the written .tflite (LiteRT) instead, and stop")
     p.add_argument("--trace", type=int, default=0, help="print the first N tensors' SQNR")
@@ -161,7 +190,10 @@ def main() -> int:
 
     calib_all, val_all = np.load(args.calib), np.load(args.val)
     name = next(iter(calib_all.files))
-    calib = [{name: calib_all[name][i:i + 1]} for i in range(args.calib_samples)]
+    # --calib-gain: the calibration speech louder (clipped to the waveform's [-1, 1]), to tell
+    # clipping by a quiet calibration set from int8's rounding
+    calib = [{name: np.clip(calib_all[name][i:i + 1] * args.calib_gain, -1, 1)}
+             for i in range(args.calib_samples)]
     val = [{name: val_all[name][i:i + 1]} for i in range(args.samples)]
     with tempfile.TemporaryDirectory() as tmp:
         float_path = prepared(args.model, list(calib[0][name].shape), Path(tmp) / "prepared.onnx")
@@ -173,7 +205,11 @@ def main() -> int:
             print(f"smoothed (alpha {args.smooth}): {done}")
             float_path = Path(tmp) / "smoothed.onnx"
             onnx.save(model, str(float_path))
-        q_path = quantized(float_path, calib, Path(tmp) / "int8.onnx", args.exclude, args.int16)
+        if args.weights_only:
+            q_path = weights_rounded(float_path, Path(tmp) / "w8.onnx")
+        else:
+            q_path = quantized(float_path, calib, Path(tmp) / "int8.onnx", args.exclude,
+                               args.int16, args.a16)
         fmodel, qmodel = onnx.load(str(float_path)), onnx.load(str(q_path))
         inits = {i.name: numpy_helper.to_array(i) for i in qmodel.graph.initializer}
         qparams = {n.input[0]: (inits[n.input[1]], inits[n.input[2]])
