@@ -73,6 +73,30 @@ def weights_rounded(float_path: Path, out: Path) -> Path:
     return out
 
 
+def widened(q_path: Path, headroom: float) -> None:
+    """Every activation's Q/DQ scale times ``headroom`` (zero points kept): ranges wider than
+    calibration saw, for held-out inputs past them, at a coarser step."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(q_path))
+    inits = {i.name: i for i in model.graph.initializer}
+    done: set[str] = set()
+    for node in model.graph.node:
+        if node.op_type not in ("QuantizeLinear", "DequantizeLinear") or node.input[0] in inits \
+                or node.input[1] in done:
+            continue
+        source = next((n for n in model.graph.node if n.output and n.output[0] == node.input[0]
+                       and n.op_type == "QuantizeLinear"), None)
+        if node.op_type == "DequantizeLinear" and source is not None and source.input[0] in inits:
+            continue  # a weight's DQ
+        scale = inits[node.input[1]]
+        scale.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(scale) * np.float32(headroom),
+                                               scale.name))
+        done.add(scale.name)
+    onnx.save(model, str(q_path))
+
+
 def quantized(float_path: Path, calib: list[dict[str, np.ndarray]], out: Path,
               exclude: str | None = None, int16: str | None = None, a16: bool = False) -> Path:
     """int8 QDQ; nodes matching ``exclude`` kept float, tensors of nodes matching ``int16``
@@ -177,6 +201,8 @@ def main() -> int:
                    help="also score transcripts equal to float's on this many held-out chunks")
     p.add_argument("--calib-gain", type=float, default=1.0,
                    help="scale the calibration audio (held-out audio is ~8x louder)")
+    p.add_argument("--headroom", type=float, default=1.0,
+                   help="widen every activation range by this factor after calibration")
     p.add_argument("--a16", action="store_true",
                    help="onnxruntime's own int16 activations everywhere (QInt16, symmetric)")
     p.add_argument("--weights-only", action="store_true",
@@ -210,6 +236,8 @@ def main() -> int:
         else:
             q_path = quantized(float_path, calib, Path(tmp) / "int8.onnx", args.exclude,
                                args.int16, args.a16)
+            if args.headroom != 1:
+                widened(q_path, args.headroom)
         fmodel, qmodel = onnx.load(str(float_path)), onnx.load(str(q_path))
         inits = {i.name: numpy_helper.to_array(i) for i in qmodel.graph.initializer}
         qparams = {n.input[0]: (inits[n.input[1]], inits[n.input[2]])
@@ -232,6 +260,7 @@ def main() -> int:
         ref = all_outputs(float_path, names, val)
         got = all_outputs(q_path, [o for o in names if o in qnames], val)
     rows = []
+    clipped: dict[str, float] = {}
     for node, out in order:
         if out not in got[0] or ref[0][out].dtype != np.float32 or ref[0][out].size < 16:
             continue
@@ -243,6 +272,9 @@ def main() -> int:
             lo, hi = np.iinfo(zero.dtype).min, np.iinfo(zero.dtype).max
             q = np.clip(np.rint(r / scale) + zero.astype(np.int64), lo, hi)
             own = sqnr_db(r, (q - zero.astype(np.int64)) * scale)
+            # the clipping alone: held-out values past the calibrated range, cut to it
+            clipped[out] = sqnr_db(r, np.clip(r, (lo - zero.astype(np.int64)) * scale,
+                                              (hi - zero.astype(np.int64)) * scale))
             last = np.concatenate([x[out].reshape(-1, x[out].shape[-1]) for x in ref])
             top = np.abs(last).max(axis=0)
             spread = float(top.max() / max(np.median(top), 1e-12))
@@ -257,6 +289,10 @@ def main() -> int:
           f"tensor): op, node, accumulated SQNR dB, own SQNR dB, channel spread max/median")
     for op, node, acc, own, spread in sorted(quantized_rows, key=lambda r: r[3])[:args.top]:
         print(f"  {op:10s} {node:55s} {acc:6.1f} {own:6.1f} {spread:7.1f}")
+    print(f"\nworst {args.top} tensors by clipping alone (held-out values past the calibrated "
+          f"range): node, SQNR of the clipping dB")
+    for out, db in sorted(clipped.items(), key=lambda kv: kv[1])[:args.top]:
+        print(f"  clip {out:60s} {db:6.1f}")
     by_op: dict[str, list[float]] = {}
     for op, _, _, own, _ in quantized_rows:
         by_op.setdefault(op, []).append(own)
