@@ -199,6 +199,9 @@ def main() -> int:
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--transcripts", type=int, default=0,
                    help="also score transcripts equal to float's on this many held-out chunks")
+    p.add_argument("--calib-from-val", type=int, metavar="START",
+                   help="held-out chunks from START on (other recordings) also calibrate; "
+                   "transcripts are scored on the chunks before START only")
     p.add_argument("--calib-gain", type=float, default=1.0,
                    help="scale the calibration audio (held-out audio is ~8x louder)")
     p.add_argument("--headroom", type=float, default=1.0,
@@ -220,6 +223,10 @@ def main() -> int:
     # clipping by a quiet calibration set from int8's rounding
     calib = [{name: np.clip(calib_all[name][i:i + 1] * args.calib_gain, -1, 1)}
              for i in range(args.calib_samples)]
+    if args.calib_from_val is not None:  # other recordings join calibration, scored on the rest
+        calib += [{name: val_all[name][i:i + 1]}
+                  for i in range(args.calib_from_val, len(val_all[name]))]
+        args.transcripts = min(args.transcripts, args.calib_from_val)
     val = [{name: val_all[name][i:i + 1]} for i in range(args.samples)]
     with tempfile.TemporaryDirectory() as tmp:
         float_path = prepared(args.model, list(calib[0][name].shape), Path(tmp) / "prepared.onnx")
