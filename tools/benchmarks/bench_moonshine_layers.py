@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -162,7 +163,14 @@ def tflite_outputs(q_path: Path, feeds: list[dict[str, np.ndarray]]) -> list[dic
     print(f".tflite: {len(model.data) / 1e6:.1f} MB, float ops {ops or 'none'}")
     runner = litert(model, threads=2)
     names = [o["name"] for o in model.outputs]
-    return [dict(zip(names, runner.run(f), strict=True)) for f in feeds]
+    outs, seconds = [], []
+    for feed in feeds:
+        start = time.perf_counter()
+        outs.append(dict(zip(names, runner.run(feed), strict=True)))
+        seconds.append(time.perf_counter() - start)
+    print(f".tflite on LiteRT, 2 threads: median {np.median(seconds) * 1e3:.1f} ms per 1 s chunk "
+          f"(N={len(seconds)}; this host, under the load of the moment)")
+    return outs
 
 
 def transcripts_equal(float_path: Path, q_path: Path, feeds: list[dict[str, np.ndarray]],
