@@ -149,7 +149,8 @@ def all_outputs(path: Path, names: list[str], feeds: list[dict[str, np.ndarray]]
     return [dict(zip(outs, sess.run(None, f), strict=True)) for f in feeds]
 
 
-def tflite_outputs(q_path: Path, feeds: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+def tflite_outputs(q_path: Path, feeds: list[dict[str, np.ndarray]], versus: Path | None = None
+                   ) -> list[dict[str, np.ndarray]]:
     """The QDQ model as the .tflite writer ships it (fused GELU lookup, LayerNorm), on LiteRT."""
     import onnx
     from edgekit.converters.tflite import convert
@@ -163,23 +164,35 @@ def tflite_outputs(q_path: Path, feeds: list[dict[str, np.ndarray]]) -> list[dic
     print(f".tflite: {len(model.data) / 1e6:.1f} MB, float ops {ops or 'none'}")
     runner = litert(model, threads=2)
     names = [o["name"] for o in model.outputs]
-    outs, seconds = [], []
+    shipped = None
+    if versus is not None:  # a built artifact, timed interleaved with this candidate
+        import edgekit
+
+        shipped = edgekit.load(versus, threads=2)
+    outs, seconds, theirs = [], [], []
     for feed in feeds:
         start = time.perf_counter()
         outs.append(dict(zip(names, runner.run(feed), strict=True)))
         seconds.append(time.perf_counter() - start)
+        if shipped is not None:
+            start = time.perf_counter()
+            shipped.predict(feed)
+            theirs.append(time.perf_counter() - start)
     print(f".tflite on LiteRT, 2 threads: median {np.median(seconds) * 1e3:.1f} ms per 1 s chunk "
           f"(N={len(seconds)}; this host, under the load of the moment)")
+    if theirs:
+        print(f"  {versus.name} (edgekit.load, 2 threads), interleaved: median "
+              f"{np.median(theirs) * 1e3:.1f} ms; candidate / it {np.median(seconds) / np.median(theirs):.2f}x")
     return outs
 
 
 def transcripts_equal(float_path: Path, q_path: Path, feeds: list[dict[str, np.ndarray]],
-                      tflite: bool = False) -> np.ndarray:
+                      tflite: bool = False, versus: Path | None = None) -> np.ndarray:
     """1 per chunk where the float decoder reads the same tokens from int8's states."""
     from tools.realzoo.moonshine import CHUNK, RATE, greedy_tokens
 
     ref = all_outputs(float_path, [], feeds)
-    got = tflite_outputs(q_path, feeds) if tflite else all_outputs(q_path, [], feeds)
+    got = tflite_outputs(q_path, feeds, versus) if tflite else all_outputs(q_path, [], feeds)
     out = "last_hidden_state"
     return np.asarray([greedy_tokens(g[out][0], CHUNK / RATE) == greedy_tokens(r[out][0], CHUNK / RATE)
                        for g, r in zip(got, ref, strict=True)], np.float64)
@@ -214,6 +227,7 @@ def main() -> int:
                    help="scale the calibration audio (held-out audio is ~8x louder)")
     p.add_argument("--headroom", type=float, default=1.0,
                    help="widen every activation range by this factor after calibration")
+    p.add_argument("--versus", type=Path, help="with --tflite: a built .edgekit timed interleaved")
     p.add_argument("--a16", action="store_true",
                    help="onnxruntime's own int16 activations everywhere (QInt16, symmetric)")
     p.add_argument("--weights-only", action="store_true",
@@ -265,7 +279,7 @@ def main() -> int:
         if args.transcripts:
             agree = transcripts_equal(float_path, q_path, [{name: val_all[name][i:i + 1]}
                                                           for i in range(args.transcripts)],
-                                      args.tflite)
+                                      args.tflite, args.versus)
             low, high = clopper_pearson(int(agree.sum()), len(agree))
             where = ".tflite on LiteRT" if args.tflite else "QDQ on onnxruntime, unfused"
             print(f"transcripts equal to float's: {agree.mean():.1%} [{low:.1%}, {high:.1%}] "
