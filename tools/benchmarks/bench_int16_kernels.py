@@ -20,6 +20,15 @@ and each .tflite's outputs against onnxruntime's int16 QDQ model and against the
     python tools/benchmarks/bench_int16_kernels.py --span '^/model\\.[0-4]/' --rounds 10
     python tools/benchmarks/bench_int16_kernels.py --model /work/wt/rzfinal/ppocr_rec/ch_PP-OCRv4_rec_infer.onnx \\
         --calib /work/wt/rzfinal/ppocr_rec/calib.npz --span '^p2o\\.MatMul\\.' --rounds 30
+
+With ``--kinds label=regex;label=regex``: per kind of op, the whole model int8 but that kind's
+nodes int16 (as shipped), against int8 and against every kind int16 at once, interleaved: what
+each 16x8 kernel costs in a real graph (Moonshine's encoder: FULLY_CONNECTED, BATCH_MATMUL,
+SOFTMAX, the LayerNorm pieces):
+
+    python tools/benchmarks/bench_int16_kernels.py --model /work/wt/rzfinal/moonshine_encoder/moonshine_encoder.onnx \\
+        --calib /work/wt/rzfinal/moonshine_encoder/calib.npz --rounds 20 --kinds \\
+        'fc=(proj|dense|fc[12])/MatMul;bmm=self_attn/MatMul(_1)?$;softmax=Softmax;layernorm=layernorm|layer_norm'
 """
 
 from __future__ import annotations
@@ -112,6 +121,46 @@ def bias_types(data: bytes) -> Counter:
                    and tensors[op.inputs[0]].type == TType.INT16)
 
 
+def by_kind(args: argparse.Namespace) -> None:
+    import onnx
+    from edgekit.converters.ptq.precision import apply
+    from edgekit.converters.tflite import convert
+
+    from tests.converters.tflite.helpers import litert
+
+    kinds = dict(item.split("=", 1) for item in args.kinds.split(";"))
+    calib = np.load(args.calib)
+    x = next(iter(calib.values())).astype(np.float32)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        int8 = quantized(args.model, x[:args.samples], folder)
+        model = onnx.load(str(int8))
+        written = {"int8": convert(model)}
+        spans = {**kinds, "all kinds": "|".join(f"(?:{r})" for r in kinds.values())}
+        for label, regex in spans.items():
+            picked = {n.name for n in model.graph.node if re.search(regex, n.name)}
+            wide = folder / f"a16-{len(written)}.onnx"
+            wide.write_bytes(int8.read_bytes())
+            made = apply(wide, picked, set())["int16"]
+            written[label] = convert(onnx.load(str(wide)))
+            ops = Counter(model_op for model_op in (n.op_type for n in model.graph.node if n.name in made))
+            print(f"  {label:10s} {len(made)} nodes int16 {dict(ops)}; biases "
+                  f"{dict(bias_types(written[label].data)) or '-'}; float ops {len(written[label].float_ops)}")
+        feeds = {model.graph.input[0].name: x[-1:]}
+        runners = {k: litert(v, threads=1) for k, v in written.items()}
+        times: dict[str, list[float]] = {k: [] for k in runners}
+        for _ in range(args.rounds):  # interleaved: each round runs every variant once
+            for label, run in runners.items():
+                start = time.perf_counter()
+                run.run(feeds)
+                times[label].append(time.perf_counter() - start)
+    med = {k: float(np.median(v)) for k, v in times.items()}
+    for label, v in times.items():
+        lo, hi = median_ci(np.asarray(v))
+        print(f"  {label:10s} {med[label] * 1e3:8.1f} ms  [{lo * 1e3:.1f}, {hi * 1e3:.1f}]  "
+              f"{med[label] / med['int8']:5.2f}x int8  N={args.rounds}, 1 thread")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", type=Path, default=MODEL)
@@ -119,7 +168,10 @@ def main() -> None:
     ap.add_argument("--span", default=r"^/model\.[0-9]/", help="regex of the node names moved to int16")
     ap.add_argument("--samples", type=int, default=16, help="calibration samples")
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--kinds", help="label=regex;...: time each kind of node int16 alone (see above)")
     args = ap.parse_args()
+    if args.kinds:
+        return by_kind(args)
 
     import onnx
     from edgekit.converters.ptq.precision import apply
