@@ -96,7 +96,7 @@ class GraphView:
         self.producer[out] = producer
         del self.producer[keep]
         self.readers.pop(keep, None)
-        self._drop_reads(node)
+        self.drop_reads(node)
         self.graph.node.remove(node)
 
     def skip(self, node: Any, source: str) -> None:
@@ -109,13 +109,20 @@ class GraphView:
                     reader.input[i] = source
             self.readers.setdefault(source, []).append(reader)
         self.producer.pop(out, None)
-        self._drop_reads(node)
+        self.drop_reads(node)
         self.graph.node.remove(node)
 
-    def _drop_reads(self, node: Any) -> None:
+    def drop_reads(self, node: Any) -> None:
         for name in node.input:
             if name and name in self.readers:
                 self.readers[name] = [r for r in self.readers[name] if r is not node]
+
+    def forget_shape(self, tensor: str) -> None:
+        """Drop the shape record of ``tensor`` (its shape changed; inference writes it anew)."""
+        infos = [v for v in self.graph.value_info if v.name != tensor]
+        if len(infos) != len(self.graph.value_info):
+            del self.graph.value_info[:]
+            self.graph.value_info.extend(infos)
 
     def add_node(self, node: Any, before: Any) -> None:
         """Insert ``node`` just before ``before`` (topological order kept)."""

@@ -106,23 +106,25 @@ def test_hardswish_spelled_out_becomes_hardsigmoid_times_x(tmp_path):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
 
 
-def test_affines_fold_into_convs_but_a_shift_before_padding_stays(tmp_path):
+def test_affines_fold_into_convs_and_a_shift_before_padding_becomes_the_padding(tmp_path):
     source = onnx.load(str(lcnet_v3(tmp_path / "m.onnx")))
     model = copy.deepcopy(source)
     fuse_hardswish(model)
     counts = fold_conv_affines(model)
     _valid(model)
     # after each conv: its Mul and Add (3 x 2); before the depthwise and pointwise convs and
-    # the last conv: the scale (3), the shift only where the conv pads nothing (2 of 3); the
-    # scale in front of the padded depthwise conv is moved behind its shift to fold
-    assert counts == {"after": 6, "before": 5, "reordered": 1}
+    # the last conv: the scale (3), the shift where the conv pads nothing (2 of 3); the scale
+    # in front of the padded depthwise conv moved behind its shift to fold, and that shift
+    # made the conv's padding (a Pad by -shift, the conv then pads nothing)
+    assert counts == {"after": 6, "before": 5, "reordered": 1, "padded": 1}
     ops = _ops(model)
-    assert ops["Conv"] == 4 and ops["HardSigmoid"] == 3
+    assert ops["Conv"] == 4 and ops["HardSigmoid"] == 3 and ops["Pad"] == 1
     assert ops["Mul"] == 3  # the HardSwish products alone
-    assert ops["Add"] == 1  # the shift in front of the padded depthwise conv
-    padded = next(n for n in model.graph.node if n.name == "b1_conv")
-    shift = next(n for n in model.graph.node if n.output[0] == padded.input[0])
-    assert shift.op_type == "Add"
+    assert "Add" not in ops
+    depthwise = next(n for n in model.graph.node if n.name == "b1_conv")
+    pad = next(n for n in model.graph.node if n.output[0] == depthwise.input[0])
+    assert pad.op_type == "Pad"
+    assert [list(a.ints) for a in depthwise.attribute if a.name == "pads"] == [[0, 0, 0, 0]]
     for seed in range(3):
         for a, b in zip(_run(source, _feeds(seed)), _run(model, _feeds(seed)), strict=True):
             np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-4 * np.abs(a).max())
@@ -140,18 +142,29 @@ def _conv_then(node_after: onnx.NodeProto, inits: list[onnx.TensorProto],
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
-@pytest.mark.parametrize("case", ["spatial constant", "constant minus x", "conv output read twice"])
+@pytest.mark.parametrize("case", ["spatial constant", "constant minus x", "conv output read twice",
+                                  "per-channel shift before padding"])
 def test_what_is_not_a_per_channel_affine_stays(case):
     if case == "spatial constant":  # varies along W: not one number per channel
         model = _conv_then(helper.make_node("Mul", ["c", "k"], ["m"], name="mul"),
                            [_const("k", np.linspace(0.5, 2, SHAPE[3]).reshape(1, 1, 1, -1))])
     elif case == "constant minus x":
         model = _conv_then(helper.make_node("Sub", ["k", "c"], ["m"], name="sub"), [_const("k", [1.5])])
-    else:  # the conv's output is also a graph output: its values must stay
+    elif case == "conv output read twice":  # the conv's output is also a graph output
         model = _conv_then(helper.make_node("Mul", ["c", "k"], ["m"], name="mul"), [_const("k", [2.0])],
                            extra_outputs=("c",))
+    else:  # one shift per channel in front of a padding conv: Pad has one value, not exact
+        rng = np.random.default_rng(4)
+        nodes = [helper.make_node("Add", ["x", "k"], ["a"], name="shift"),
+                 helper.make_node("Conv", ["a", "w"], ["y"], name="conv", pads=[1] * 4)]
+        graph = helper.make_graph(
+            nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, *SHAPE[2:]])],
+            initializer=[_const("k", rng.standard_normal((3, 1, 1))),
+                         _const("w", rng.standard_normal((5, 3, 3, 3)))])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     before = copy.deepcopy(model)
-    assert fold_conv_affines(model) == {"after": 0, "before": 0, "reordered": 0}
+    assert not any(fold_conv_affines(model).values())
     assert _ops(model) == _ops(before)
 
 
@@ -189,7 +202,7 @@ def test_prepare_stage_fuses_the_paddle_spellings(tmp_path):
     Prepare().run(ctx)
     ops = _ops(ctx.float_model)
     assert ops.get("Clip", 0) == 0 and ops.get("Div", 0) == 0, ops
-    assert ops["HardSigmoid"] == 3 and ops["Conv"] == 4 and ops.get("Add", 0) == 1, ops
+    assert ops["HardSigmoid"] == 3 and ops["Conv"] == 4 and "Add" not in ops, ops
     np.testing.assert_allclose(_run(ctx.float_model, _feeds())[0], _run(onnx.load(str(path)), _feeds())[0],
                                rtol=1e-4, atol=1e-4)
 
