@@ -207,6 +207,35 @@ def test_prepare_stage_fuses_the_paddle_spellings(tmp_path):
                                rtol=1e-4, atol=1e-4)
 
 
+def test_the_pad_keeps_its_input_grid_through_the_quantizer(tmp_path):
+    """Built up to quantize: the Pad made of a shift reads and writes one int8 grid (same
+    scale and zero point: the .tflite PAD copies bytes), where the Add it replaces had a
+    QuantizeLinear of its own range."""
+    from edgekit.converters import plan_for
+    from edgekit.converters.context import BuildConfig, BuildContext, temp_under
+    from edgekit.converters.pipeline import Pipeline
+    from edgekit.targets import load_profile
+
+    path = lcnet_v3(tmp_path / "m.onnx")
+    calib = np.random.default_rng(0).standard_normal((16, *SHAPE[1:])).astype(np.float32) * 2
+    config = BuildConfig.from_options(source=str(path), target="rpi4", calib=calib, quiet=True,
+                                      bias_correct=False)
+    ctx = BuildContext(config=config, profile=load_profile("rpi4"), workdir=tmp_path / "w",
+                       report=lambda m: None)
+    ctx.workdir.mkdir()
+    with temp_under(ctx.workdir):
+        Pipeline(plan_for(config).until("quantize")).run(ctx)
+    qdq = onnx.load(str(next(iter(ctx.candidates.values()))))
+    consts = {i.name: numpy_helper.to_array(i) for i in qdq.graph.initializer}
+    producer = {o: n for n in qdq.graph.node for o in n.output}
+    readers = {i: n for n in qdq.graph.node for i in n.input}
+    pads = [n for n in qdq.graph.node if n.op_type == "Pad"]
+    assert len(pads) == 1 and not [n for n in qdq.graph.node if n.op_type == "Add"]
+    dq, q = producer[pads[0].input[0]], readers[pads[0].output[0]]
+    assert (dq.op_type, q.op_type) == ("DequantizeLinear", "QuantizeLinear")
+    assert consts[dq.input[1]] == consts[q.input[1]] and consts[dq.input[2]] == consts[q.input[2]]
+
+
 REAL = {
     "ppocr_rec": (RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx", (1, 3, 48, 160)),
     "ppocr_det": (RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx", (1, 3, 96, 96)),
