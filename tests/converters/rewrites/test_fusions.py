@@ -106,6 +106,32 @@ def test_hardswish_spelled_out_becomes_hardsigmoid_times_x(tmp_path):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
 
 
+def test_hardswish_of_opset_10_clip_attributes_and_a_mul_by_a_sixth():
+    """Before opset 11 Clip's bounds are attributes; the division may be a Mul by 1/6 and the
+    product's operands the other way round. A shift before a padding Conv stays an Add there
+    (Pad's value is an attribute before 11: not rewritten)."""
+    rng = np.random.default_rng(2)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1] * 4),
+             helper.make_node("Add", ["c", "three"], ["a"], name="add"),
+             helper.make_node("Clip", ["a"], ["cl"], name="clip", min=0.0, max=6.0),
+             helper.make_node("Mul", ["cl", "c"], ["m"], name="mul"),
+             helper.make_node("Mul", ["m", "sixth"], ["hs"], name="sixth_mul"),
+             helper.make_node("Add", ["hs", "shift"], ["s"], name="shift_add"),
+             helper.make_node("Conv", ["s", "w2"], ["y"], name="conv2", pads=[1] * 4)]
+    inits = [_const("w", rng.standard_normal((4, 3, 3, 3))), _const("three", [3.0]),
+             _const("sixth", [1 / 6]), _const("shift", [0.2]), _const("w2", rng.standard_normal((2, 4, 3, 3)))]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, *SHAPE[2:]])],
+                              initializer=inits)
+    source = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)])
+    model = copy.deepcopy(source)
+    assert fuse_hardswish(model) == 1
+    assert fold_conv_affines(model)["padded"] == 0
+    _valid(model)
+    assert _ops(model) == {"Conv": 2, "HardSigmoid": 1, "Mul": 1, "Add": 1}
+    np.testing.assert_allclose(_run(model, _feeds())[0], _run(source, _feeds())[0], rtol=1e-5, atol=1e-4)
+
+
 def test_affines_fold_into_convs_and_a_shift_before_padding_becomes_the_padding(tmp_path):
     source = onnx.load(str(lcnet_v3(tmp_path / "m.onnx")))
     model = copy.deepcopy(source)
