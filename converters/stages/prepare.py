@@ -1,7 +1,10 @@
 """Prepare the float model for quantization: shape inference and onnxruntime's pre-processing
 (constant folding, BatchNorm fusion), which makes calibration ranges match the fused graph;
-then every node gets a name of its own (``graph_names.name_nodes``) and every Gemm bias row
-becomes a vector (``flat_gemm_biases``)."""
+then elementwise spellings become the ops they spell (``fuse_activations.fuse_hardswish``:
+``x * Clip(x + 3, 0, 6) / 6`` as ``HardSigmoid(x) * x``; ``fold_affine.fold_conv_affines``:
+per-channel Mul/Add/Sub/Div next to a Conv folded into its weights and bias), every node gets
+a name of its own (``graph_names.name_nodes``) and every Gemm bias row becomes a vector
+(``flat_gemm_biases``)."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ import contextlib
 import logging
 from typing import Any
 
+from edgekit.converters.graph.fold_affine import fold_conv_affines
+from edgekit.converters.graph.fuse_activations import fuse_hardswish
 from edgekit.converters.graph.names import name_nodes
 
 from ..context import BuildContext
@@ -105,12 +110,19 @@ class Prepare(Stage):
             onnx.save_model(model, str(dst))
             self.used = {"quant_pre_process": False, "error": str(last)[:200]}
         model = onnx.load(str(dst))
+        # exporters' elementwise spellings fused before calibration, so that each is one
+        # quantized op, not a chain of requantizations (Paddle2ONNX's hardswish and the
+        # affine blocks next to its convolutions)
+        fused = fuse_hardswish(model)
+        folded = fold_conv_affines(model)
         # every node addressable by name from here on (the guard's --keep-float, the int16
         # rung, the layer report): the pre-processing leaves the nodes it inlines unnamed
         named = name_nodes(model.graph)
         flattened = flat_gemm_biases(model.graph)
-        if named or flattened:
+        if named or flattened or fused or any(folded.values()):
             onnx.save_model(model, str(dst))
-            self.used.update(named_nodes=named, flattened_gemm_biases=flattened)
+            self.used.update(named_nodes=named, flattened_gemm_biases=flattened,
+                             fused_hardswish=fused,
+                             folded_conv_affines={k: v for k, v in folded.items() if v})
         ctx.float_path = dst
         ctx.float_model = model
