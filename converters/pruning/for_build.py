@@ -29,8 +29,10 @@ from .widths import Group, WidthPlan, measure_groups, op_seconds_by_module, plan
 
 CORRECTIONS = 4  # plans estimated per ratio at most
 # plan on each group's model-output error (recon_plan.to_output_error), not its consumer's
-# alone: EfficientNet-Lite0 at -21%, see docs/measurements/pruning.md (round 5)
-END_TO_END = True
+# alone. Off: on EfficientNet-Lite0 at -21% it kept 37.2% [30.0, 45.0] where the local plan
+# kept 34.6% [27.6, 42.4] (n=156), for one pruned copy and refit per group (1624 s of plan
+# at load 11-13 against 24-42 s); docs/measurements/pruning.md, round 5
+END_TO_END = False
 
 NO_DATA = ("pruning without --distill-data: the pruned model is distilled on the {n} "
            "calibration samples only, and a pretrained model pruned without data loses "
