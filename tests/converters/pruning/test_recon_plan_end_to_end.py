@@ -84,3 +84,6 @@ def test_the_end_to_end_plan_thins_the_branch_the_output_barely_reads(branches):
                                   profile)[1]
     plan = plan_by_reconstruction(net, args, [data], profile, target, (groups, dense_s))
     assert plan.widths["b.3"] == 16 and plan.widths["a.3"] == 32
+    # the local curves tie and split the cut: the amplified branch pays half (both to 24)
+    local_plan = plan_by_reconstruction(net, args, [data], profile, target, (local, dense_s))
+    assert local_plan.widths["a.3"] < 32
