@@ -16,7 +16,7 @@ Wilson 95% interval, and the seconds the recipe took:
   on the 64 calibration photos, and run through ``edgekit.load`` on the same crops.
 
     python tools/benchmarks/bench_prune_levers.py [--widths reconstruction] [--ratio 0.17]
-        [--steps 300] [--features] [--int8] [--ridge 0.05] [--no-bn-weight]
+        [--cut 0.2] [--end-to-end] [--steps 300] [--features] [--int8] [--ridge 0.05] [--no-bn-weight]
 """
 
 from __future__ import annotations
@@ -89,6 +89,12 @@ def main() -> int:
     parser.add_argument("--widths", choices=("uniform", "reconstruction"), default="uniform")
     parser.add_argument("--ratio", type=float, default=0.17,
                         help="uniform expansion ratio; its estimate is the latency goal")
+    parser.add_argument("--cut", type=float, default=None,
+                        help="latency goal as the share of the dense estimate removed "
+                             "(replaces --ratio's estimate)")
+    parser.add_argument("--end-to-end", action="store_true",
+                        help="plan on each group's measured model-output error "
+                             "(recon_plan.to_output_error), not its consumer's alone")
     parser.add_argument("--steps", type=int, default=0)
     parser.add_argument("--distill-seconds", type=float, default=None)
     parser.add_argument("--distill", type=int, default=512, help="distillation crops")
@@ -140,19 +146,31 @@ def main() -> int:
     uniform = {n: kept_channels(c, args.ratio) for n, c in expansion_groups(net, example).items()}
     goal = op_seconds_by_module(prune_structured(net, example, 0.0, uniform)[0], example,
                                 profile)[1]
+    if args.cut is not None:
+        goal = dense_s * (1 - args.cut)
     widths = uniform
     if args.load:  # the saved model's widths: estimated below, not planned again
         widths = {n: int(m.out_channels) for n, m in torch.load(
             args.load, weights_only=False)[0].named_modules() if n in uniform}
     elif args.widths == "reconstruction":
-        widths = plan_by_reconstruction(net, example, [calib], profile, goal).widths
+        plan = plan_by_reconstruction(net, example, [calib], profile, goal,
+                                      end_to_end=args.end_to_end)
+        widths = plan.widths
+        for group in sorted(plan.groups, key=lambda g: g.order):
+            probe = getattr(group, "end_to_end", None)
+            print(f"  {group.name}: {group.channels}->{widths[group.name]}, "
+                  f"{group.latency_s * 1e3:.3f} ms"
+                  + (f", output error {probe[1]:.4f} at {probe[0]} alone" if probe else ""),
+                  flush=True)
     plan_s = time.perf_counter() - start
     pruned_s = op_seconds_by_module(prune_structured(net, example, 0.0, widths)[0], example,
                                     profile)[1]
     thinned = {n: f"{c}->{widths[n]}" for n, c in expansion_groups(net, example).items()
                if widths.get(n, c) < c}
-    print(f"dense rpi4 int8 estimate {dense_s * 1e3:.2f} ms; goal (uniform {args.ratio:g} on the "
-          f"expansion groups) {goal * 1e3:.2f} ms; {args.widths} widths {pruned_s * 1e3:.2f} ms "
+    print(f"dense rpi4 int8 estimate {dense_s * 1e3:.2f} ms; goal ("
+          + (f"cut {args.cut:g}" if args.cut is not None else
+             f"uniform {args.ratio:g} on the expansion groups")
+          + f") {goal * 1e3:.2f} ms; {args.widths} widths {pruned_s * 1e3:.2f} ms "
           f"({pruned_s / dense_s:.1%}), planned in {plan_s:.0f} s; ridge {reconstruct.RIDGE}, "
           f"BN-weighted {reconstruct.BN_WEIGHTED}; calib {len(calib)}, held-out {len(val)}",
           flush=True)
