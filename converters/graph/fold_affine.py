@@ -119,6 +119,19 @@ def _single_conv_reader(view: GraphView, tensor: str) -> Any | None:
     return reader
 
 
+def _closes_gelu(view: GraphView, tensor: str) -> bool:
+    """``tensor`` is ``x * (1 + erf(.))``: the Mul by 0.5 after it is the erf GELU's own,
+    which the .tflite writer fuses with the chain into one GELU (``tflite/ops/gelu.py``).
+    Folded into the next Conv, it left Moonshine's encoder an Erf no writer converts."""
+    mul = view.producer.get(tensor)
+    if mul is None or mul.op_type != "Mul":
+        return False
+    adds = [view.producer.get(name) for name in mul.input]
+    return any(add is not None and add.op_type == "Add"
+               and any(getattr(view.producer.get(i), "op_type", "") == "Erf" for i in add.input)
+               for add in adds)
+
+
 def _fold_before(view: GraphView, node: Any) -> bool:
     """Fold ``node`` (an affine of its data input) into the Conv that alone reads it."""
     conv = _single_conv_reader(view, node.output[0])
@@ -127,7 +140,7 @@ def _fold_before(view: GraphView, node: Any) -> bool:
         return False
     data = next((name for name in node.input if view.const(name) is None), None)
     found = _affine(view, node, data) if data else None
-    if found is None:
+    if found is None or _closes_gelu(view, data):
         return False
     op, value = found
     weight, bias = parts

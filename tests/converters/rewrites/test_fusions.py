@@ -194,6 +194,32 @@ def test_what_is_not_a_per_channel_affine_stays(case):
     assert _ops(model) == _ops(before)
 
 
+def test_the_half_of_an_erf_gelu_stays_for_the_writer_to_fuse():
+    """Moonshine's stem: Conv -> x * (1 + erf(x / sqrt 2)) * 0.5 -> Conv. The 0.5 is a scale
+    before a Conv, but folding it away leaves an Erf chain the .tflite writer cannot fuse
+    into GELU (the build shipped ONNX and judged int8 there); it stays, and the values too."""
+    rng = np.random.default_rng(3)
+    inits = [_const("w0", rng.standard_normal((4, 3, 3, 3)) * 0.5),
+             _const("w1", rng.standard_normal((5, 4, 1, 1)) * 0.5),
+             _const("sqrt2", np.sqrt(2.0)), _const("one", 1.0), _const("half", 0.5)]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c"], name="conv0", pads=[1] * 4),
+             helper.make_node("Div", ["c", "sqrt2"], ["d"], name="div"),
+             helper.make_node("Erf", ["d"], ["e"], name="erf"),
+             helper.make_node("Add", ["e", "one"], ["a"], name="add"),
+             helper.make_node("Mul", ["c", "a"], ["m"], name="mul_x"),
+             helper.make_node("Mul", ["m", "half"], ["g"], name="mul_half"),
+             helper.make_node("Conv", ["g", "w1"], ["y"], name="conv1")]
+    graph = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 10, 12])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    source = copy.deepcopy(model)
+    fold_conv_affines(model)
+    _valid(model)
+    assert "mul_half" in {n.name for n in model.graph.node}
+    feeds = _feeds()
+    np.testing.assert_allclose(_run(model, feeds)[0], _run(source, feeds)[0], rtol=1e-4, atol=1e-5)
+
+
 def test_per_channel_scale_folds_into_a_grouped_conv():
     """A [1, C, 1, 1] scale in front of a grouped conv (2 groups): each weight takes the
     scale of the input channel it reads."""
