@@ -10,8 +10,8 @@ re-parameterization):
 
 - after a Conv: ``(W * x + B) * s + b`` is a Conv with weights ``W * s`` and bias
   ``B * s + b`` (exact);
-- before a Conv: a scale ``s`` of the input is ``W * s`` on each weight of that input channel
-  (exact, padding included: a zero border scaled stays zero); a shift ``b`` is
+- before a Conv, when the constant is one value for every channel: a scale ``s`` of the input
+  is ``W * s`` (exact, padding included: a zero border scaled stays zero); a shift ``b`` is
   ``B + sum(W) * b`` only when the Conv pads nothing (with padding, the border would read 0
   where the shifted tensor holds ``b``); a scalar shift before a padding Conv becomes a Pad
   by ``-b`` instead (exact, ``_shift_to_pad``). ``s * x + b`` in front of a Conv is first
@@ -140,7 +140,12 @@ def _fold_before(view: GraphView, node: Any) -> bool:
         return False
     data = next((name for name in node.input if view.const(name) is None), None)
     found = _affine(view, node, data) if data else None
-    if found is None or _closes_gelu(view, data):
+    if found is None or found[1].size != 1 or _closes_gelu(view, data):
+        # one value for every channel only (Paddle's affine blocks): a per-channel affine in
+        # front of a Conv is a normalization's gamma/beta, and folded it moves that spread
+        # into every weight row, where one scale per output channel cannot follow it
+        # (Moonshine's GroupNorm -> conv2: a build that shipped was refused, the guard's
+        # all-float ceiling 0.00 -> 11.75 points; docs/measurements/paddle-graphs.md)
         return False
     op, value = found
     weight, bias = parts
@@ -177,7 +182,7 @@ def _shift_first(view: GraphView, mul: Any) -> bool:
     data = next((name for name in mul.input if view.const(name) is None), None)
     scale = _affine(view, mul, data) if data else None
     shift = _affine(view, add, mul.output[0])
-    if scale is None or shift is None:
+    if scale is None or shift is None or scale[1].size != 1:  # as _fold_before: scalars only
         return False
     conv = _single_conv_reader(view, add.output[0])
     parts = _conv_parts(view, conv)

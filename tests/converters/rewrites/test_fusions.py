@@ -220,22 +220,24 @@ def test_the_half_of_an_erf_gelu_stays_for_the_writer_to_fuse():
     np.testing.assert_allclose(_run(model, feeds)[0], _run(source, feeds)[0], rtol=1e-4, atol=1e-5)
 
 
-def test_per_channel_scale_folds_into_a_grouped_conv():
-    """A [1, C, 1, 1] scale in front of a grouped conv (2 groups): each weight takes the
-    scale of the input channel it reads."""
+@pytest.mark.parametrize("channels", [1, 3])
+def test_a_scalar_scale_folds_into_a_grouped_conv_a_per_channel_one_stays(channels):
+    """A scale in front of a grouped conv (3 groups): one value for all channels folds into
+    the weights; a [1, C, 1, 1] one (a normalization's gamma: Moonshine's GroupNorm before
+    conv2, whose fold turned a shipped build into a refusal) stays a Mul. Values equal."""
     rng = np.random.default_rng(5)
     nodes = [helper.make_node("Mul", ["x", "k"], ["m"], name="mul"),
              helper.make_node("Conv", ["m", "w", "b"], ["y"], name="conv", group=3, pads=[1] * 4)]
-    inits = [_const("k", rng.uniform(0.5, 2, (1, 3, 1, 1))), _const("w", rng.standard_normal((6, 1, 3, 3))),
-             _const("b", rng.standard_normal(6))]
+    inits = [_const("k", rng.uniform(0.5, 2, (1, channels, 1, 1))),
+             _const("w", rng.standard_normal((6, 1, 3, 3))), _const("b", rng.standard_normal(6))]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, *SHAPE[2:]])],
                               initializer=inits)
     source = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model = copy.deepcopy(source)
-    assert fold_conv_affines(model)["before"] == 1
+    assert fold_conv_affines(model)["before"] == (1 if channels == 1 else 0)
     _valid(model)
-    assert _ops(model) == {"Conv": 1}
+    assert _ops(model) == ({"Conv": 1} if channels == 1 else {"Mul": 1, "Conv": 1})
     np.testing.assert_allclose(_run(model, _feeds())[0], _run(source, _feeds())[0], rtol=1e-5, atol=1e-5)
 
 
