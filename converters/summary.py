@@ -65,6 +65,16 @@ def decision_lines(val: dict[str, Any]) -> list[str]:
         lines.append(f"  reference PTQ ({reference.get('tool', 'onnxruntime quantize_static')}): "
                      f"{reference['line']}{compared}")
     metric = val.get("metric") or {}
+    regions = metric.get("details") or {}
+    if metric.get("name") == "regions" and "float_regions" in regions:
+        # the drop pools regions over pages: a few inventions on a blank page barely move it,
+        # so the counts are said (converters/metrics/regions.py)
+        blank = regions.get("blank_pages", 0)
+        lines.append(f"  regions: {regions['float_regions'] - regions['lost_regions']:.0f} of "
+                     f"{regions['float_regions']:.0f} float regions kept, "
+                     f"{regions['invented_regions']:.0f} invented"
+                     + (f"; {regions.get('blank_pages_with_invented', 0):.0f} of {blank:.0f} blank "
+                        "pages show text that is not there" if blank else ""))
     if metric.get("name") == "signal":
         lines.append("  no task read from the outputs: judged by the conservative per-slice signal; pass --metric "
                      + (metric.get("suggest") or "NAME") + " to judge the task")

@@ -82,6 +82,12 @@ def test_text_invented_on_a_blank_page_is_counted_and_named() -> None:
     result = get_metric("regions")([float_map], [invented])
     assert result.details["invented_regions"] == 1 and result.details["blank_pages_with_invented"] == 1
     assert result.per_sample.num[0] == 1 and result.drop > 0
+    # pooled over pages the drop barely moves, so the build's summary says the counts
+    from edgekit.converters.summary import decision_lines
+
+    said = decision_lines({"metric": {"name": "regions", "details": result.details}})
+    assert any("1 invented" in line and "1 of" in line and "blank pages show text that is not there"
+               in line for line in said), said
 
 
 def test_few_pages_cannot_tell() -> None:
