@@ -89,9 +89,7 @@ def fuse_hardswish(model: Any) -> int:
         view.add_node(hard_sigmoid, add)
         view.add_node(product, add)
         for node_gone in (add, clip, mul, last):
-            for name in node_gone.input:
-                if name in view.readers:
-                    view.readers[name] = [r for r in view.readers[name] if r is not node_gone]
+            view.drop_reads(node_gone)
             view.graph.node.remove(node_gone)
         fused += 1
     view.finish()

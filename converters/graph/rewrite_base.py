@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 from edgekit.converters.graph.names import Names
+from edgekit.converters.graph.scopes import node_reads
 
 
 class GraphView:
@@ -41,9 +42,8 @@ class GraphView:
     def _index(self, node: Any) -> None:
         for out in node.output:
             self.producer[out] = node
-        for name in node.input:
-            if name:
-                self.readers.setdefault(name, []).append(node)
+        for name in node_reads(node):  # a Loop/If body's outer-scope reads count (SLANet)
+            self.readers.setdefault(name, []).append(node)
 
     def const(self, name: str) -> np.ndarray | None:
         """The float32 value of initializer or Constant node ``name`` (None for anything
@@ -113,8 +113,8 @@ class GraphView:
         self.graph.node.remove(node)
 
     def drop_reads(self, node: Any) -> None:
-        for name in node.input:
-            if name and name in self.readers:
+        for name in node_reads(node):
+            if name in self.readers:
                 self.readers[name] = [r for r in self.readers[name] if r is not node]
 
     def forget_shape(self, tensor: str) -> None:
@@ -133,7 +133,7 @@ class GraphView:
     def finish(self) -> None:
         """Drop the initializers nothing reads any more and the shape records of tensors no
         node writes (onnx's checker keeps neither valid nor useful)."""
-        read = {name for node in self.graph.node for name in node.input}
+        read = {name for node in self.graph.node for name in node_reads(node)}
         read |= self.outputs
         unread = [n for n in self.graph.node if n.op_type == "Constant" and n.output[0] not in read]
         for node in unread:

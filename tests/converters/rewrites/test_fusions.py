@@ -220,6 +220,32 @@ def test_the_half_of_an_erf_gelu_stays_for_the_writer_to_fuse():
     np.testing.assert_allclose(_run(model, feeds)[0], _run(source, feeds)[0], rtol=1e-4, atol=1e-5)
 
 
+def test_a_tensor_a_subgraph_reads_from_the_outer_scope_is_not_folded_away():
+    """SLANet (Paddle2ONNX): a Loop body reads a tensor of the outer graph that also feeds a
+    Conv. Counted by node inputs alone, the shift producing it had one reader and was folded
+    into the Conv; the body then read a name nothing wrote (calibration: INVALID_GRAPH)."""
+    rng = np.random.default_rng(7)
+    out = helper.make_tensor_value_info("t", TensorProto.FLOAT, SHAPE)
+    branch = helper.make_graph([helper.make_node("Identity", ["a"], ["t"], name="read_outer")], "b", [], [out])
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Add", ["r", "shift"], ["a"], name="shift_add"),
+             helper.make_node("Conv", ["a", "w"], ["y"], name="conv"),
+             helper.make_node("If", ["c"], ["z"], name="if", then_branch=branch, else_branch=branch)]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE),
+                     helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, *SHAPE[2:]]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, SHAPE)],
+        [_const("shift", 0.5), _const("w", rng.standard_normal((4, 3, 1, 1)))])
+    source = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model = copy.deepcopy(source)
+    assert fold_conv_affines(model)["before"] == 0
+    _valid(model)
+    feeds = {**_feeds(), "c": np.array(True)}
+    for got, want in zip(_run(model, feeds), _run(source, feeds), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("channels", [1, 3])
 def test_a_scalar_scale_folds_into_a_grouped_conv_a_per_channel_one_stays(channels):
     """A scale in front of a grouped conv (3 groups): one value for all channels folds into
