@@ -28,11 +28,10 @@ from .structured import prune_structured
 from .widths import Group, WidthPlan, measure_groups, op_seconds_by_module, plan_widths
 
 CORRECTIONS = 4  # plans estimated per ratio at most
-# plan on each group's model-output error (recon_plan.to_output_error), not its consumer's
-# alone. Off: on EfficientNet-Lite0 at -21% it kept 37.2% [30.0, 45.0] where the local plan
-# kept 34.6% [27.6, 42.4] (n=156), for one pruned copy and refit per group (1624 s of plan
-# at load 11-13 against 24-42 s); docs/measurements/pruning.md, round 5
-END_TO_END = False
+# the plan reads each group's consumer's refit error; recon_plan's end_to_end option (each group's
+# model-output error) stays out of the build: on EfficientNet-Lite0 at -21% it kept 37.2% [30.0,
+# 45.0] where the local plan kept 34.6% [27.6, 42.4] (n=156), for one pruned copy and refit per
+# group (1624 s of plan at load 11-13 against 24-42 s); docs/measurements/pruning.md, round 5
 
 NO_DATA = ("pruning without --distill-data: the pruned model is distilled on the {n} "
            "calibration samples only, and a pretrained model pruned without data loses "
@@ -91,11 +90,7 @@ def reconstruction_plan(ctx: BuildContext, dense: Any, args: tuple[Any, ...],
     of the latency and would ask the plan for twice what a -21% budget needs."""
     measured = _CURVES.get(dense)
     if measured is None:
-        if END_TO_END:
-            ctx.report("  widths: each reconstruction group cut alone and refit, the model "
-                       "output's error measured (one pruned copy per group)")
-        measured = _CURVES[dense] = measure_reconstruction(dense, args, calib, ctx.profile,
-                                                           END_TO_END)
+        measured = _CURVES[dense] = measure_reconstruction(dense, args, calib, ctx.profile)
     groups, dense_s = measured
     goal = dense_s * (1.0 - ratio)
     if not groups:
@@ -109,9 +104,7 @@ def reconstruction_plan(ctx: BuildContext, dense: Any, args: tuple[Any, ...],
                    f"{goal * 1e3:.4g} ms: planned by magnitude masks over every group")
         return None
     plan.method = ("reconstruction- and latency-aware (greedy, saved latency per "
-                   + ("model output error with the group alone cut and its consuming 1x1 "
-                      "conv refit" if END_TO_END else
-                      "least-squares reconstruction error of the consuming 1x1 conv") + ")")
+                   "least-squares reconstruction error of the consuming 1x1 conv)")
     thinned = {g.name: f"{g.channels}->{plan.widths[g.name]}" for g in groups
                if plan.widths[g.name] < g.channels}
     ctx.report(f"  widths for {goal * 1e3:.4g} ms ({ratio:.0%} under the dense "

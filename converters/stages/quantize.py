@@ -20,7 +20,6 @@ import edgekit.device.cpu
 from ..context import BuildContext
 from ..pipeline import Stage, StageConfig
 
-STEM_SAMPLES, STEM_STEPS = 16, 200  # AdaRound of the first layers only: as measured
 # the quantize stage's own plain per-channel min-max model, kept when it is exactly the reference
 # PTQ's call (stages/reference_ptq.py copies it instead of quantizing again)
 PLAIN_MINMAX = "int8-minmax-plain.onnx"
@@ -33,12 +32,7 @@ class QuantizeConfig(StageConfig):
     int16: tuple[str, ...] = ()  # nodes on int16 activations, int8 weights (ptq/precision.py)
     fp16: tuple[str, ...] = ()   # nodes left float with float16 weights (targets with fp16 arithmetic)
     bias_correct: bool = True  # empirical bias correction (ptq/bias_correct.py), kept if it pays
-    adaround: float = 0.0  # seconds for AdaRound (ptq/adaround.py) of every layer per candidate
-    # without those seconds, AdaRound of the first that many layers only (0: none). Off by
-    # default: on EfficientNet-Lite0 the stem's rounding gains +2.2 dB logits SQNR and top-5 100%,
-    # but top-1 agreement stayed within noise (85.3% vs 87.2%, n=156, the flips all float
-    # near-ties; docs/measurements/effnet-int8.md): a lever for the accuracy guard's fixes
-    adaround_first: int = 0
+    adaround: float = 0.0  # seconds for AdaRound (ptq/adaround.py) per candidate; 0: off
 
 
 @contextlib.contextmanager
@@ -151,12 +145,6 @@ class Quantize(Stage):
 
                 rounded[method] = adaround(out, ctx.float_path, ctx.calib, self.config.adaround,
                                            quiet=ctx.config.quiet)
-            elif self.config.adaround_first > 0:  # its one layer goes however long it takes
-                from edgekit.converters.ptq.adaround import adaround
-
-                rounded[method] = adaround(out, ctx.float_path, ctx.calib, float("inf"),
-                                           quiet=ctx.config.quiet, first=self.config.adaround_first,
-                                           samples=STEM_SAMPLES, steps=STEM_STEPS)
             if self.config.bias_correct:
                 from edgekit.converters.ptq.bias_correct import correct_if_it_pays
 

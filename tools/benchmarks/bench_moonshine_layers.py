@@ -6,7 +6,7 @@ applied to the float tensor alone), with the channel spread that sets the roundi
 The int8 model is onnxruntime's ``quantize_static`` the way the build's quantize stage calls
 it (QDQ, U8 activations asymmetric, S8 weights symmetric per channel, min-max) on the
 prepared (constant-folded) float graph; with ``--smooth ALPHA`` the float graph is smoothed
-first (``converters/ptq/smooth.py``).
+first (``tools/studies/smoothquant.py``).
 
     python tools/benchmarks/bench_moonshine_layers.py                      # Moonshine encoder
     python tools/benchmarks/bench_moonshine_layers.py --smooth 0.5 --top 30
@@ -253,7 +253,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         float_path = prepared(args.model, list(calib[0][name].shape), Path(tmp) / "prepared.onnx")
         if args.smooth is not None:
-            from edgekit.converters.ptq.smooth import smooth
+            from tools.studies.smoothquant import smooth
 
             model = onnx.load(str(float_path))
             done = smooth(model, calib, args.smooth)

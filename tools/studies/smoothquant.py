@@ -21,6 +21,9 @@ A Mul by a scalar is not a site: GELU's final ``* 0.5`` is one, and the .tflite 
 from its int8 input; a per-channel divisor there would break that fusion and leave the chain's
 int8 pieces, which lose more than the outliers (Moonshine: measured in
 docs/measurements/moonshine-int8.md).
+
+A study, not a build stage: on Moonshine it did not help (4.9% of transcripts kept against
+9.8% without it, docs/measurements/moonshine-int8.md), so the build never runs it.
 """
 
 from __future__ import annotations

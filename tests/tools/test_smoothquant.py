@@ -1,4 +1,4 @@
-"""SmoothQuant migration (converters/ptq/smooth.py) on a minimal graph with Moonshine's encoder
+"""SmoothQuant migration (tools/studies/smoothquant.py) on a minimal graph with Moonshine's encoder
 structure: a decomposed LayerNorm whose gamma Mul feeds Shape and three MatMul projections, and
 a GELU whose final ``* 0.5`` feeds a Gemm (transB) through a Reshape, as onnxruntime's
 pre-processing leaves the MLP. One input channel is an outlier, as in the real encoder."""
@@ -9,8 +9,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from edgekit.converters.ptq.smooth import find_sites, smooth
 from onnx import TensorProto, helper, numpy_helper
+
+from tools.studies.smoothquant import find_sites, smooth
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 T, C, H = 12, 16, 24  # frames, channels, MLP width
