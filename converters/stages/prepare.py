@@ -2,7 +2,8 @@
 (constant folding, BatchNorm fusion), which makes calibration ranges match the fused graph;
 then elementwise spellings become the ops they spell (``fuse_activations.fuse_hardswish``:
 ``x * Clip(x + 3, 0, 6) / 6`` as ``HardSigmoid(x) * x``; ``fold_affine.fold_conv_affines``:
-per-channel Mul/Add/Sub/Div next to a Conv folded into its weights and bias), every node gets
+a Mul/Add/Sub/Div by a constant after a Conv, or by one value for all channels before it,
+folded into its weights and bias), every node gets
 a name of its own (``graph_names.name_nodes``) and every Gemm bias row becomes a vector
 (``flat_gemm_biases``)."""
 
