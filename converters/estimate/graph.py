@@ -249,30 +249,19 @@ def _probe_shapes(model: Any, names: list[str], tensors: dict[str, TensorInfo]) 
     asking for those tensors too. Quietly does nothing when that is not possible."""
     try:
         import numpy as np
-        import onnx
-        import onnxruntime as ort
-        from onnx import helper
+        from edgekit.converters.core.expose import Probe, unoptimized
     except ImportError:
         return
-    probe = onnx.ModelProto()
-    probe.CopyFrom(model)
-    known = {o.name for o in probe.graph.output}
-    wanted = [n for n in names if n not in known]
-    probe.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in wanted)
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 4
     try:
-        session = ort.InferenceSession(probe.SerializeToString(), options,
-                                       providers=["CPUExecutionProvider"])
+        probe = Probe(model, names, opener=unoptimized)
         dtypes = {"tensor(float)": np.float32, "tensor(int64)": np.int64,
                   "tensor(int32)": np.int32, "tensor(uint8)": np.uint8, "tensor(int8)": np.int8}
         feeds = {i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape],
-                                  dtypes.get(i.type, np.float32)) for i in session.get_inputs()}
-        values = session.run(names, feeds)
+                                  dtypes.get(i.type, np.float32)) for i in probe.session.get_inputs()}
+        values = probe.run(feeds)
     except Exception:  # onnxruntime raises its own untyped errors; shapes stay unknown
         return
-    for name, value in zip(names, values, strict=True):
+    for name, value in values.items():
         value = np.asarray(value)
         tensors[name] = TensorInfo(tuple(value.shape), value.dtype.itemsize,
                                    value.dtype.kind == "f")

@@ -66,7 +66,7 @@ def float_step(model: Any, output: str, feeds: dict[str, np.ndarray],
                axes: dict[str, int] | None = None) -> float:
     """The largest change of any element of ``output`` over ``DRAWS`` random-sign one-step
     moves of every element of its int8 boundary, on ``feeds`` (0.0: no int8 boundary)."""
-    import onnx
+    from edgekit.converters.core.expose import Probe
     from edgekit.converters.core.runner import one_by_one, session
     from onnx import numpy_helper
 
@@ -77,18 +77,13 @@ def float_step(model: Any, output: str, feeds: dict[str, np.ndarray],
     scales = {t: np.asarray(numpy_helper.to_array(inits[s]), np.float64)
               for t, s in boundary.items() if s in inits}
     names = sorted(boundary)
-    probe = onnx.ModelProto()
-    probe.CopyFrom(model)
-    known = {o.name for o in probe.graph.output}
-    probe.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names if n not in known)
-    sess = session(probe.SerializeToString(), threads=1, exact_int8=True)
-    wanted = [o.name for o in sess.get_outputs() if o.name in names]
+    probe = Probe(model, names, opener=lambda m: session(m, threads=1, exact_int8=True))
     tail_sess = session(tail_model(model, names, output).SerializeToString(), threads=1)
     tail_inputs = [i.name for i in tail_sess.get_inputs()]
     rng = np.random.default_rng(SEED)
     worst = 0.0
     for sample in one_by_one(feeds, axes):  # each on its inputs' batch axes (``axes``)
-        values = dict(zip(wanted, sess.run(wanted, sample), strict=True))
+        values = probe.run(sample)
         base_feeds = {n: values[n] if n in values else sample[n] for n in tail_inputs}
         base = np.asarray(tail_sess.run([output], base_feeds)[0], np.float64)
         for _ in range(DRAWS):

@@ -116,23 +116,18 @@ def _known(shape: list[int | str] | None, axis: int) -> bool:
 def _runtime_shapes(model: onnx.ModelProto, names: list[str]) -> dict[str, list[int | str]]:
     """Shapes of ``names`` from one onnxruntime run on zeros: shape inference cannot follow
     Slices with computed bounds (as torch exports of YOLO heads have); empty if it fails."""
-    import onnx
-    import onnxruntime as ort
+    from edgekit.converters.core.expose import Probe, ort_defaults
 
-    probe = onnx.ModelProto()
-    probe.CopyFrom(model)
-    known = {o.name for o in probe.graph.output}
-    probe.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names if n not in known)
     try:
-        sess = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+        probe = Probe(model, names, opener=ort_defaults)
         feeds = {}
-        for i in sess.get_inputs():
+        for i in probe.session.get_inputs():
             dtype = np.float32 if "float" in i.type else np.int64
             feeds[i.name] = np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in i.shape], dtype)
-        results = sess.run(names, feeds)
+        results = probe.run(feeds)
     except Exception:  # a graph onnxruntime cannot run: the caller falls back to the data's slices
         return {}
-    return {n: list(r.shape) for n, r in zip(names, results, strict=True)}
+    return {n: list(r.shape) for n, r in results.items()}
 
 
 def concat_branches(model: onnx.ModelProto, output_name: str) -> ConcatSplit | None:

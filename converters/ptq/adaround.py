@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 from edgekit.converters.context import Dataset
+from edgekit.converters.core.expose import values_over
 from edgekit.converters.core.runner import run_dataset
 
 SAMPLES = 32  # calibration samples whose layer inputs are kept in memory
@@ -35,15 +36,7 @@ WINDOW, WINDOWS = 28, 2
 
 
 def _tensors(model: Any, names: list[str], data: Dataset, exact: bool) -> dict[str, np.ndarray]:
-    import onnx
-
-    probe = onnx.ModelProto()
-    probe.CopyFrom(model)
-    del probe.graph.output[:]
-    for name in names:
-        probe.graph.output.append(onnx.ValueInfoProto(name=name))
-    values = run_dataset(probe.SerializeToString(), data, exact_int8=exact)
-    return dict(zip(names, values, strict=True))
+    return values_over(model, names, data, only=True, exact_int8=exact)
 
 
 def _layers(qdq: Any, float_model: Any) -> list[dict[str, Any]]:

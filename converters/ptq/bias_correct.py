@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 from edgekit.converters.context import Dataset
+from edgekit.converters.core.expose import exposed_bytes, with_outputs
 from edgekit.converters.core.runner import run_dataset, samples_first
 
 SAMPLES = 64  # calibration samples measuring the input means and the output error
@@ -71,18 +72,6 @@ def _layers(qdq: Any, float_model: Any) -> list[dict[str, Any]]:
     return found
 
 
-def _probe(model: Any, names: list[str]) -> bytes:
-    """``model`` serialized with ``names`` as its outputs."""
-    import onnx
-
-    probe = onnx.ModelProto()
-    probe.CopyFrom(model)
-    del probe.graph.output[:]
-    for name in names:
-        probe.graph.output.append(onnx.ValueInfoProto(name=name))
-    return probe.SerializeToString()
-
-
 def _input_means(qdq: Any, names: list[str], data: Dataset
                  ) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
     """Per-channel mean (axis 1; the last axis of a 2-D Gemm input is axis 1 too) of each
@@ -93,11 +82,9 @@ def _input_means(qdq: Any, names: list[str], data: Dataset
     freed): every conv input of 64 EfficientNet-Lite0 images held at once was about 2 GB and
     a third of the build's time (``tools/benchmarks/bench_build.py``). The means are sums, right for any
     chunking; the outputs only when they pair with ``run_dataset``'s (``_joined``), else none."""
-    import onnx
-
     outputs = [o.name for o in qdq.graph.output]
     wanted = outputs + [n for n in names if n not in outputs]
-    probe = onnx.load_model_from_string(_probe(qdq, wanted))
+    probe = with_outputs(qdq, wanted, only=True)
     sess, step = _batched_session(probe, set(), data)
     step = max(1, min(step, MEAN_CHUNK))
     sums: dict[str, np.ndarray] = {}
@@ -228,19 +215,16 @@ def correct_sequential(qdq: Any, float_model: Any, data: Dataset) -> dict[str, A
     channel in the int8 model (its inputs as the corrected layers before it make them) equals
     the float model's: the shift from weight rounding AND from the input's quantization and
     clipping, which the analytic ``correct`` does not see. In place."""
-    import onnx
     from onnx import numpy_helper
 
     layers = _layers(qdq, float_model)
     if not layers:
         return {"layers": 0}
-    targets = run_dataset(_probe(float_model, [layer["twin_output"] for layer in layers]), data)
+    twins = [layer["twin_output"] for layer in layers]
+    targets = run_dataset(exposed_bytes(float_model, twins, only=True), data)
     biases = {layer["bias"].name: numpy_helper.to_array(layer["bias"]).astype(np.int32) for layer in layers}
-    probe = _as_inputs(qdq, list(biases))
-    del probe.graph.output[:]
     outputs = [layer["node"].output[0] for layer in layers]
-    for name in outputs:
-        probe.graph.output.append(onnx.ValueInfoProto(name=name))
+    probe = with_outputs(_as_inputs(qdq, list(biases)), outputs, only=True)
     sess, step = _batched_session(probe, set(biases), data)
     moved = []
     for index, layer in enumerate(layers):

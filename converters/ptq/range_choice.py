@@ -53,18 +53,13 @@ def sample_values(float_path: Any, tensors: list[str], feeds: Iterable[dict[str,
                   seed: int = 0) -> dict[str, np.ndarray]:
     """A random sample of at most ``SAMPLE_VALUES`` values of each tensor over the feeds."""
     import onnx
-    import onnxruntime as ort
+    from edgekit.converters.core.expose import Probe, ort_defaults
 
-    model = onnx.load(str(float_path))
-    known = {o.name for o in model.graph.output}
-    for name in tensors:
-        if name not in known:
-            model.graph.output.append(onnx.ValueInfoProto(name=name))
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    probe = Probe(onnx.load(str(float_path)), tensors, opener=ort_defaults)
     rng = np.random.default_rng(seed)
     kept: dict[str, list[np.ndarray]] = {name: [] for name in tensors}
     for feed in feeds:
-        for name, v in zip(tensors, sess.run(tensors, feed), strict=True):
+        for name, v in probe.run(feed).items():
             flat = np.asarray(v, dtype=np.float32).reshape(-1)
             kept[name].append(flat if flat.size <= SAMPLE_VALUES
                               else rng.choice(flat, SAMPLE_VALUES, replace=False))

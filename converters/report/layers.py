@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from edgekit.converters.core.expose import exposed_bytes
 from edgekit.converters.core.runner import session
 
 from edgekit.numerics.sqnr import sqnr_from_sums
@@ -163,19 +164,6 @@ def taps(float_model: Any, shipped_model: Any) -> list[LayerTaps]:
     return found
 
 
-def _exposed(model: Any, names: list[str]) -> bytes:
-    """The model serialized with ``names`` added to its outputs (onnxruntime types them)."""
-    import onnx
-
-    exposed = onnx.ModelProto()
-    exposed.CopyFrom(model)
-    present = {o.name for o in exposed.graph.output}
-    for name in dict.fromkeys(names):
-        if name not in present:
-            exposed.graph.output.append(onnx.ValueInfoProto(name=name))
-    return exposed.SerializeToString()
-
-
 def layer_records(float_path: str | Path, shipped_path: str | Path, data: Dataset,
                   reasons: Mapping[str, str] | None = None,
                   samples: int = SAMPLES) -> list[dict[str, Any]]:
@@ -189,8 +177,8 @@ def layer_records(float_path: str | Path, shipped_path: str | Path, data: Datase
         return []
     ref_names = [t.float_tensor for t in layers]
     got_names = [t.shipped_tensor for t in layers]
-    ref_sess = session(_exposed(float_model, ref_names))
-    got_sess = session(_exposed(shipped_model, got_names), exact_int8=True)
+    ref_sess = session(exposed_bytes(float_model, ref_names))
+    got_sess = session(exposed_bytes(shipped_model, got_names), exact_int8=True)
     signal = np.zeros(len(layers))
     noise = np.zeros(len(layers))
     for i in range(min(samples, len(data))):  # one sample at a time: bounded memory

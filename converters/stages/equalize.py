@@ -112,20 +112,12 @@ def find_pairs(model: Any) -> tuple[list[Pair], int]:
 
 def channel_ranges(model: Any, tensors: list[str], feeds: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """Max |value| per channel (axis 1) of each tensor over the feeds, from one float run."""
-    import onnx
-    import onnxruntime as ort
+    from edgekit.converters.core.expose import Probe, ort_defaults
 
-    probe = onnx.ModelProto()
-    probe.CopyFrom(model)
-    known = {o.name for o in probe.graph.output}
-    for name in tensors:
-        if name not in known:
-            probe.graph.output.append(onnx.ValueInfoProto(name=name))
-    sess = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+    probe = Probe(model, tensors, opener=ort_defaults)
     ranges = {name: np.zeros(0, np.float64) for name in tensors}
     for feed in feeds:
-        values = sess.run(tensors, feed)
-        for name, v in zip(tensors, values, strict=True):
+        for name, v in probe.run(feed).items():
             axes = tuple(i for i in range(v.ndim) if i != 1)
             m = np.abs(v).max(axis=axes).astype(np.float64)
             ranges[name] = m if ranges[name].size == 0 else np.maximum(ranges[name], m)
