@@ -21,7 +21,7 @@ onnxruntime's own defaults (``ort_defaults``: float-only probes) or no optimizat
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from edgekit.converters.context import Dataset
@@ -30,11 +30,15 @@ from edgekit.converters.graph.scopes import subgraphs
 
 from edgekit.errors import InternalError
 
-# model bytes -> an onnxruntime InferenceSession (typed Any: onnxruntime has no stubs)
-Opener = Callable[[bytes], Any]
+if TYPE_CHECKING:
+    import onnx
+    import onnxruntime
+
+# model bytes -> the onnxruntime session that runs them
+Opener = Callable[[bytes], "onnxruntime.InferenceSession"]
 
 
-def with_outputs(model: Any, names: Iterable[str], only: bool = False) -> Any:
+def with_outputs(model: onnx.ModelProto, names: Iterable[str], only: bool = False) -> onnx.ModelProto:
     """A copy of ``model`` (an ``onnx.ModelProto``) whose graph outputs are its own followed by
     each of ``names`` that is not one already; ``only``: ``names`` alone, each once, in order.
     onnxruntime types the added outputs itself. ``model`` is not modified."""
@@ -51,7 +55,7 @@ def with_outputs(model: Any, names: Iterable[str], only: bool = False) -> Any:
     return copy
 
 
-def exposed_bytes(model: Any, names: Iterable[str], only: bool = False) -> bytes:
+def exposed_bytes(model: onnx.ModelProto, names: Iterable[str], only: bool = False) -> bytes:
     """``with_outputs`` serialized: what ``runner.session`` and ``run_dataset`` take."""
     return with_outputs(model, names, only).SerializeToString()
 
@@ -60,7 +64,7 @@ class Probe:
     """One session over ``model`` with ``names`` exposed; ``run`` and ``over`` return their
     values by name. ``session`` is the onnxruntime session itself (its inputs, for feeds)."""
 
-    def __init__(self, model: Any, names: Iterable[str], only: bool = False,
+    def __init__(self, model: onnx.ModelProto, names: Iterable[str], only: bool = False,
                  opener: Opener = session) -> None:
         self.names = list(dict.fromkeys(names))
         self.session = opener(exposed_bytes(model, self.names, only))
@@ -77,7 +81,7 @@ class Probe:
         return {name: values[name] for name in self.names}
 
 
-def values_over(model: Any, names: Iterable[str], data: Dataset, only: bool = False,
+def values_over(model: onnx.ModelProto, names: Iterable[str], data: Dataset, only: bool = False,
                 exact_int8: bool = False) -> dict[str, np.ndarray]:
     """The named tensors for every sample of ``data`` from ``run_dataset`` on the exposed
     copy's bytes: the same copy over the same samples runs once per process."""
@@ -88,7 +92,7 @@ def values_over(model: Any, names: Iterable[str], data: Dataset, only: bool = Fa
                                                strict=True) if name in wanted}
 
 
-def ort_defaults(model: bytes) -> Any:
+def ort_defaults(model: bytes) -> onnxruntime.InferenceSession:
     """onnxruntime's own session defaults on the CPU (what the float-only probes of
     equalization, range choice and the packed-output split have always used)."""
     import onnxruntime as ort
@@ -96,7 +100,7 @@ def ort_defaults(model: bytes) -> Any:
     return ort.InferenceSession(model, providers=["CPUExecutionProvider"])
 
 
-def unoptimized(model: bytes) -> Any:
+def unoptimized(model: bytes) -> onnxruntime.InferenceSession:
     """A silent session with every graph optimization off: a shape probe runs the graph as
     written, even where an optimizer would refuse it."""
     import onnxruntime as ort
@@ -107,7 +111,7 @@ def unoptimized(model: bytes) -> Any:
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
-def _check_top_level(graph: Any, names: list[str]) -> None:
+def _check_top_level(graph: onnx.GraphProto, names: list[str]) -> None:
     """Every name a tensor of ``graph`` itself, else an ``InternalError`` saying where it is."""
     here = {i.name for i in graph.input} | {t.name for t in graph.initializer}
     here |= {t.values.name for t in graph.sparse_initializer}
@@ -128,7 +132,7 @@ def _check_top_level(graph: Any, names: list[str]) -> None:
                         f"top-level graph (node outputs, inputs, initializers); {'; '.join(parts)}")
 
 
-def _nested_tensors(graph: Any) -> set[str]:
+def _nested_tensors(graph: onnx.GraphProto) -> set[str]:
     """Every name defined inside the subgraphs of ``graph``'s nodes, at any depth."""
     found: set[str] = set()
     todo = [sub for node in graph.node for sub in subgraphs(node)]
