@@ -68,6 +68,7 @@ class Probe:
                  opener: Opener = session) -> None:
         self.names = list(dict.fromkeys(names))
         self.session = opener(exposed_bytes(model, self.names, only))
+        self._constants = _constants(model, self.names)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The named tensors for one set of feeds, as onnxruntime returns them."""
@@ -75,21 +76,24 @@ class Probe:
 
     def over(self, data: Dataset) -> dict[str, np.ndarray]:
         """The named tensors for every sample of ``data`` (``run_dataset``: batched, each
-        output joined on its batch axis and that axis first)."""
+        output joined on its batch axis and that axis first; an initializer once, as stored,
+        not one copy per batch)."""
         outputs = [o.name for o in self.session.get_outputs()]
         values = dict(zip(outputs, run_dataset(self.session, data), strict=True))
-        return {name: values[name] for name in self.names}
+        return {name: self._constants.get(name, values[name]) for name in self.names}
 
 
 def values_over(model: onnx.ModelProto, names: Iterable[str], data: Dataset, only: bool = False,
                 exact_int8: bool = False) -> dict[str, np.ndarray]:
     """The named tensors for every sample of ``data`` from ``run_dataset`` on the exposed
-    copy's bytes: the same copy over the same samples runs once per process."""
+    copy's bytes: the same copy over the same samples runs once per process (``Probe.over``'s
+    layout, an initializer as stored)."""
     wanted = list(dict.fromkeys(names))
     probe = with_outputs(model, wanted, only)
-    values = run_dataset(probe.SerializeToString(), data, exact_int8=exact_int8)
-    return {name: value for name, value in zip([o.name for o in probe.graph.output], values,
-                                               strict=True) if name in wanted}
+    values = dict(zip([o.name for o in probe.graph.output],
+                      run_dataset(probe.SerializeToString(), data, exact_int8=exact_int8), strict=True))
+    constants = _constants(model, wanted)
+    return {name: constants.get(name, values[name]) for name in wanted}
 
 
 def ort_defaults(model: bytes) -> onnxruntime.InferenceSession:
@@ -109,6 +113,15 @@ def unoptimized(model: bytes) -> onnxruntime.InferenceSession:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 4
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def _constants(model: onnx.ModelProto, names: list[str]) -> dict[str, np.ndarray]:
+    """The initializers among ``names`` that no feed overrides (not graph inputs): their value
+    is the same for every sample, so a batched run would repeat it once per batch."""
+    from onnx import numpy_helper
+
+    wanted = set(names) - {i.name for i in model.graph.input}
+    return {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.name in wanted}
 
 
 def _check_top_level(graph: onnx.GraphProto, names: list[str]) -> None:

@@ -102,6 +102,12 @@ def test_over_a_dataset_is_batched_samples_first_and_matches_one_run():
     assert np.array_equal(kept["y"], np.maximum(kept["h"], 0))
 
 
+def test_an_initializer_over_a_dataset_comes_back_once_not_once_per_batch():
+    data = Dataset({"x": np.repeat(X, 25, axis=0)})  # three runs: onnxruntime returns w thrice
+    assert np.array_equal(Probe(without_if(), ["w", "h"]).over(data)["w"], W)
+    assert np.array_equal(values_over(without_if(), ["h", "w"], data)["w"], W)
+
+
 def test_values_over_runs_the_same_copy_once(monkeypatch):
     plain = without_if()
     data = Dataset({"x": X})
