@@ -62,7 +62,10 @@ def _layers(qdq: Any, float_model: Any) -> list[dict[str, Any]]:
         if w_q.data_type != 3 or (zero is not None and numpy_helper.to_array(zero).any()):  # 3: int8
             continue
         attrs = {a.name: (list(a.ints) if a.ints else a.i) for a in node.attribute}
-        found.append({"node": node, "twin": twin, "w_q": w_q, "attrs": attrs,
+        # the per-channel scales lie along the DequantizeLinear's axis (default 1): a Conv's
+        # output channels are axis 0, a Gemm's without transB (weights [in, out]) axis 1
+        axis = next((a.i for a in w_dq.attribute if a.name == "axis"), 1)
+        found.append({"node": node, "twin": twin, "w_q": w_q, "attrs": attrs, "axis": axis,
                       "scale": numpy_helper.to_array(inits[w_dq.input[1]]).astype(np.float32),
                       "w": numpy_helper.to_array(f_inits[twin.input[1]]).astype(np.float32),
                       "bias": (numpy_helper.to_array(f_inits[twin.input[2]]).astype(np.float32)
@@ -121,7 +124,8 @@ def _round_layer(layer: dict[str, Any], x_q: np.ndarray, x_f: np.ndarray, steps:
     layer, x_q, x_f = _windows(layer, x_q, x_f)
 
     w = torch.from_numpy(layer["w"])
-    shape = [-1] + [1] * (w.dim() - 1)
+    shape = [1] * w.dim()
+    shape[layer.get("axis", 0) % w.dim()] = -1
     scale = torch.from_numpy(layer["scale"]).reshape(shape) if layer["scale"].size > 1 else torch.tensor(
         float(layer["scale"]))
     base = torch.floor(w / scale)

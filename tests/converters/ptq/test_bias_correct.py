@@ -170,3 +170,28 @@ def test_adaround_windows_are_slices_of_the_whole_conv_output() -> None:
             assert any(np.allclose(full[:, y:y + ada.WINDOW, c:c + ada.WINDOW], window, atol=1e-4)
                        for y in range(full.shape[1] - ada.WINDOW + 1)
                        for c in range(full.shape[2] - ada.WINDOW + 1))
+
+
+def test_adaround_scales_a_gemm_without_transb_along_its_output_axis(tmp_path: Path) -> None:
+    """skl2onnx writes an MLP's Gemm as ``x @ W`` with W [in, out] (no transB): onnxruntime's
+    per-channel scales lie along axis 1. AdaRound divided along axis 0: an internal error on a
+    64x32 layer (sklearn_mlp_digits), the wrong scales on a square one."""
+    from edgekit.converters.ptq.adaround import adaround
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((12, 5)) * np.array([0.01, 0.1, 1.0, 3.0, 10.0])).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["input", "w", "b"], ["output"], name="fc")], "mlp",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [None, 12])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [None, 5])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.zeros(5, np.float32), "b")])
+    float_path, int8_path = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(float_path))
+    x = rng.random((64, 12)).astype(np.float32)
+    quantize_static(str(float_path), str(int8_path), _Reader(x), quant_format=QuantFormat.QDQ,
+                    per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    extra_options={"WeightSymmetric": True})
+    report = adaround(int8_path, float_path, Dataset({"input": x}), seconds=60, steps=100)
+    assert report["layers"] == 1
+    assert report["output_mse_after"] <= report["output_mse_before"] * 1.01
