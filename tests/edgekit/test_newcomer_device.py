@@ -103,3 +103,35 @@ def test_inspect_shows_a_tampered_file_under_a_banner(tmp_path: Path,
     assert "quantization" in proc.stdout and "fails its hash check" in proc.stderr
     with pytest.raises(edgekit.errors.ArtifactError):
         edgekit.load(bad)  # loading still refuses it
+
+
+@pytest.fixture(scope="module")
+def digits_minus1_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The digits CNN calibrated on arrays normalized to [-1, 1] (as (x - 0.5) / 0.5): a build
+    from arrays records no image preprocessing."""
+    from edgekit.converters import build
+
+    from ..conftest import DIGITS_NPZ, DIGITS_ONNX
+
+    with np.load(DIGITS_NPZ) as data:
+        arrays = {"x": data["x"] * 2.0 - 1.0, "y": data["y"]}
+    out = tmp_path_factory.mktemp("digits-pm1") / "digits.pm1.edgekit"
+    build(str(DIGITS_ONNX), target="rpi4", calib=arrays, output=out, quiet=True,
+          accept_accuracy_drop=True)
+    return out
+
+
+def test_predict_image_says_when_the_default_scaling_cannot_be_the_builds(
+        digits_minus1_artifact: Path, digits_artifact: Path, big_rgb_photo: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="edgekit"), edgekit.load(digits_minus1_artifact) as model:
+        assert model.spec.inputs[0].preprocess is None
+        model.predict_image(big_rgb_photo, resize="stretch", color="gray")
+        model.predict_image(big_rgb_photo, resize="stretch", color="gray")
+    notes = [r.getMessage() for r in caplog.records if "records no image preprocessing" in r.getMessage()]
+    assert len(notes) == 1  # once per model, not per image
+    assert "scaled to [0, 1]" in notes[0] and "calibrated on values in [-1" in notes[0]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="edgekit"), edgekit.load(digits_artifact) as model:
+        model.predict_image(big_rgb_photo, resize="stretch", color="gray")  # built on [0, 1]
+    assert not [r for r in caplog.records if "records no image preprocessing" in r.getMessage()]
