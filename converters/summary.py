@@ -59,7 +59,7 @@ def decision_lines(val: dict[str, Any]) -> list[str]:
         versus = check.get("versus_reference") or {}
         if versus:
             compared = (f"; the artifact {versus['figure']:+.2f} points against it ({versus['low']:+.2f}.."
-                        f"{versus['high']:+.2f}): {'WORSE beyond noise' if versus.get('worse') else 'not worse'}")
+                        f"{versus['high']:+.2f}): {'WORSE beyond noise' if versus.get('worse') else 'not worse beyond noise'}")
         else:
             compared = ""
         lines.append(f"  reference PTQ ({reference.get('tool', 'onnxruntime quantize_static')}): "
