@@ -135,3 +135,12 @@ def test_predict_image_says_when_the_default_scaling_cannot_be_the_builds(
     with caplog.at_level("WARNING", logger="edgekit"), edgekit.load(digits_artifact) as model:
         model.predict_image(big_rgb_photo, resize="stretch", color="gray")  # built on [0, 1]
     assert not [r for r in caplog.records if "records no image preprocessing" in r.getMessage()]
+
+
+def test_inspect_marks_a_cut_stage_line(digits_artifact: Path) -> None:
+    proc = run("inspect", str(digits_artifact))
+    assert proc.returncode == 0, proc.stderr
+    stages = proc.stdout.split("\nstages\n")[1].split("\nsignature")[0].splitlines()
+    quantize = next(line for line in stages if line.strip().startswith("quantize"))
+    assert quantize.endswith("..."), quantize  # its parameters run past one line
+    assert not [line for line in stages if line.endswith(", ")], stages  # cut between values
