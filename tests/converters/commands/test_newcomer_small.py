@@ -129,3 +129,12 @@ def test_the_verdict_against_the_reference_ptq_says_beyond_noise() -> None:
            "reference_ptq": {"line": "25.00 points"}}
     line = next(x for x in decision_lines(val) if "reference PTQ" in x)
     assert line.endswith("(-47.35..+21.42): not worse beyond noise"), line
+
+
+def test_the_task_metric_line_shows_a_share_as_a_percentage() -> None:
+    from edgekit.converters.summary import metric_line
+
+    line = metric_line({"name": "top1", "reason": "class scores", "score": 1.0, "unit": "accuracy"})
+    assert line.endswith("): int8 100.00% accuracy"), line  # was '1 accuracy'
+    regions = metric_line({"name": "regions", "score": 0.94117, "unit": "F1 of regions"})
+    assert regions.endswith("): int8 0.9412 F1 of regions"), regions
