@@ -55,7 +55,8 @@ def _calibrated(record: Any, where: str) -> str:
     text = f"; calibrated [{low:.4g}, {high:.4g}]"
     baseline = record.get("baseline") or []
     if baseline:
-        text += f", {'/'.join(f'{100 * b:.2f}' for b in baseline[:8])}% {where} at build"
+        each = " per channel" if len(baseline) > 1 else ""
+        text += f", {'/'.join(f'{100 * b:.2f}' for b in baseline[:8])}% {where}{each} at build"
     return text
 
 
