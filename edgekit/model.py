@@ -409,8 +409,10 @@ class Model:
         spec = default_spec(self.inputs[0].shape, self.inputs[0].layout or "NCHW")
         if self._default_spec_note and entry.calibration is not None:
             self._default_spec_note = False
+            grid = entry.data.get("quantization") or {}
+            symmetric = grid.get("dtype") == "int8" and grid.get("zero_point", 0) == 0
             note = default_spec_mismatch(entry.name, spec, entry.calibration.low,
-                                         entry.calibration.high)
+                                         entry.calibration.high, symmetric)
             if note:
                 logging.getLogger("edgekit").warning(note)
         return spec

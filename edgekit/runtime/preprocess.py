@@ -58,9 +58,11 @@ def default_spec(shape: tuple[Any, ...], layout: str = "NCHW") -> dict[str, Any]
     }
 
 
-def default_spec_mismatch(name: str, spec: dict[str, Any], low: float, high: float) -> str | None:
+def default_spec_mismatch(name: str, spec: dict[str, Any], low: float, high: float,
+                          symmetric: bool = False) -> str | None:
     """Why the default ``spec`` (pixels to [0, 1]) cannot feed an input calibrated on values in
-    [low, high], or None. An artifact built from arrays (.npz/.npy) records no preprocessing,
+    [low, high], or None. ``symmetric``: the grid is [-max|x|, max|x|] (int8, zero point 0), so
+    its low end says nothing of the data's. An artifact built from arrays records no preprocessing,
     so ``predict_image`` falls back to the default; arrays normalized otherwise (a mean/std to
     [-1, 1], raw 0..255 pixels) then give the model inputs it was never calibrated on, and
     the drift watch does not see it when they stay inside the range (PP-OCRv4 det built on
@@ -72,7 +74,7 @@ def default_spec_mismatch(name: str, spec: dict[str, Any], low: float, high: flo
     lowest, highest = min(min(r) for r in reach), max(max(r) for r in reach)
     span = max(highest - lowest, 1e-12)
     margin = 0.05 * span  # the int8 grid around the data reaches past it by a step or so
-    if low >= lowest - margin and high <= highest + margin:
+    if (symmetric or low >= lowest - margin) and high <= highest + margin:
         return None
     return (f"input {name}: this artifact records no image preprocessing (built from arrays), so "
             f"images are scaled to [{lowest:.3g}, {highest:.3g}], but the model was calibrated "

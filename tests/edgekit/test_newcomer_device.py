@@ -137,6 +137,22 @@ def test_predict_image_says_when_the_default_scaling_cannot_be_the_builds(
     assert not [r for r in caplog.records if "records no image preprocessing" in r.getMessage()]
 
 
+def test_a_symmetric_int8_input_grid_does_not_read_as_negative_data(
+        tmp_path: Path, big_rgb_photo: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """int8 activations: the input grid of [0, 1] data is [-1.008, 1], its low end no data's."""
+    from edgekit.converters import build
+
+    from ..conftest import DIGITS_NPZ, DIGITS_ONNX
+
+    out = tmp_path / "digits.int8.edgekit"
+    build(str(DIGITS_ONNX), target="rpi4", calib=str(DIGITS_NPZ), output=out, quiet=True,
+          activation_type="int8")
+    with caplog.at_level("WARNING", logger="edgekit"), edgekit.load(out) as model:
+        assert model.spec.inputs[0].calibration.low < -1.0  # the grid, not the data
+        model.predict_image(big_rgb_photo, resize="stretch", color="gray")
+    assert not [r for r in caplog.records if "records no image preprocessing" in r.getMessage()]
+
+
 def test_inspect_marks_a_cut_stage_line(digits_artifact: Path) -> None:
     proc = run("inspect", str(digits_artifact))
     assert proc.returncode == 0, proc.stderr
