@@ -59,7 +59,7 @@ def decision_lines(val: dict[str, Any]) -> list[str]:
         versus = check.get("versus_reference") or {}
         if versus:
             compared = (f"; the artifact {versus['figure']:+.2f} points against it ({versus['low']:+.2f}.."
-                        f"{versus['high']:+.2f}): {'WORSE beyond noise' if versus.get('worse') else 'not worse'}")
+                        f"{versus['high']:+.2f}): {'WORSE beyond noise' if versus.get('worse') else 'not worse beyond noise'}")
         else:
             compared = ""
         lines.append(f"  reference PTQ ({reference.get('tool', 'onnxruntime quantize_static')}): "
@@ -79,6 +79,17 @@ def decision_lines(val: dict[str, Any]) -> list[str]:
         lines.append("  no task read from the outputs: judged by the conservative per-slice signal; pass --metric "
                      + (metric.get("suggest") or "NAME") + " to judge the task")
     return lines
+
+
+SHARE_UNITS = ("accuracy", "agreement", "share")
+
+
+def metric_line(metric: dict[str, Any]) -> str:
+    """The int8 model's task score: a share as a percentage ('100.00% accuracy', not
+    '1 accuracy'), other units as measured ('0.9412 F1 of regions ...')."""
+    score = float(metric["score"])
+    shown = f"{score:.2%}" if metric.get("unit") in SHARE_UNITS else f"{score:.4g}"
+    return f"  task metric {metric['name']} ({metric.get('reason', '')}): int8 {shown} {metric['unit']}"
 
 
 def summary_lines(result: Any) -> list[str]:
@@ -108,8 +119,7 @@ def summary_lines(result: Any) -> list[str]:
         lines.append(f"  validation on {val.get('samples')} {where}: " + ", ".join(parts))
         metric = val.get("metric")
         if isinstance(metric, dict) and "score" in metric:
-            lines.append(f"  task metric {metric['name']} ({metric.get('reason', '')}): {metric['score']:.4g} "
-                         f"{metric['unit']}")
+            lines.append(metric_line(metric))
         lines += decision_lines(val)
         worst = val.get("worst_slice")
         if worst:

@@ -92,6 +92,7 @@ class Model:
         self._recorder: Recorder = self.session.recorder  # predict's fast path: one lookup
         self._skip = 0  # predict calls left untimed before the next timed one
         self._pixels: dict[str, Any] | None = None  # checked preprocess spec for uint8 frames
+        self._default_spec_note = True  # said once: images fed by a default the build never saw
         self._fixed_batch = self.session.fixed_batch
         self._fast_name = self.inputs[0].name if len(self.inputs) == 1 else None
         # shapes that passed validation -> True when small enough for the sum check
@@ -360,10 +361,9 @@ class Model:
         ``resize`` ("none", "stretch", "center-crop") and ``color`` ("gray", "rgb", "bgr":
         what the image is converted to) override the manifest's preprocessing, e.g.
         ``resize="center-crop"`` for photos of another size than the model's input."""
-        from edgekit.runtime.preprocess import check_channels, default_spec, preprocess_image
+        from edgekit.runtime.preprocess import check_channels, preprocess_image
 
-        spec = dict(self.spec.inputs[0].preprocess or default_spec(
-            self.inputs[0].shape, self.inputs[0].layout or "NCHW"))
+        spec = self._image_spec()
         for key, value in (("resize", resize), ("color", color)):
             if value is not None:
                 spec[key] = value
@@ -390,12 +390,31 @@ class Model:
         return self.predict(self._frame_feed(frame))
 
     def _pixel_spec(self) -> dict[str, Any]:
-        from edgekit.runtime.preprocess import check_spec, default_spec
+        from edgekit.runtime.preprocess import check_spec
 
         spec = self._pixels
         if spec is None:
-            spec = self._pixels = check_spec(self.spec.inputs[0].preprocess or default_spec(
-                self.inputs[0].shape, self.inputs[0].layout or "NCHW"))
+            spec = self._pixels = check_spec(self._image_spec())
+        return spec
+
+    def _image_spec(self) -> dict[str, Any]:
+        """The manifest's image preprocessing, else the default for the input's shape (pixels
+        to [0, 1]); said once when the build's calibration range shows the default cannot
+        be what the model was calibrated on (an artifact built from normalized arrays)."""
+        from edgekit.runtime.preprocess import default_spec, default_spec_mismatch
+
+        entry = self.spec.inputs[0]
+        if entry.preprocess:
+            return dict(entry.preprocess)
+        spec = default_spec(self.inputs[0].shape, self.inputs[0].layout or "NCHW")
+        if self._default_spec_note and entry.calibration is not None:
+            self._default_spec_note = False
+            grid = entry.data.get("quantization") or {}
+            symmetric = grid.get("dtype") == "int8" and grid.get("zero_point", 0) == 0
+            note = default_spec_mismatch(entry.name, spec, entry.calibration.low,
+                                         entry.calibration.high, symmetric)
+            if note:
+                logging.getLogger("edgekit").warning(note)
         return spec
 
     def _frame_feed(self, frame: np.ndarray) -> np.ndarray:

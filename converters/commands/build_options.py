@@ -73,8 +73,10 @@ CALIBRATION = [
                  "any colour mode are converted."),
     click.Option(["--layout"], type=click.Choice(["NCHW", "NHWC"]),
                  help="Image folders: the model input's axis order (default: NCHW)."),
-    click.Option(["--mean"], type=FLOATS, help="Comma-separated means (after scaling to [0, 1])."),
-    click.Option(["--std"], type=FLOATS, help="Comma-separated standard deviations."),
+    click.Option(["--mean"], type=FLOATS, help="Image folders: comma-separated means (after "
+                 "scaling to [0, 1]), recorded for the device."),
+    click.Option(["--std"], type=FLOATS, metavar="0.229,0.224,0.225", help="Image folders: comma-separated standard "
+                 "deviations, recorded for the device."),
 ]
 QUANTIZATION = [
     click.Option(["--activation-type"], type=click.Choice(["uint8", "int8"]),

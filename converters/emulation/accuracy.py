@@ -33,6 +33,7 @@ class TargetScore:
     host: float
     emulated: float
     samples: int
+    labelled: bool = True  # without labels the host's score is its agreement with itself: 1
 
     @property
     def drop_points(self) -> float | None:
@@ -44,6 +45,10 @@ class TargetScore:
         drop = self.drop_points
         shown = (lambda v: f"{v:.2%}") if drop is not None else (lambda v: f"{v:.4g}")
         tail = f", {drop:+.2f} points lost on the target" if drop is not None else ""
+        if not self.labelled:
+            return (f"{self.format} on {self.runtime}: {self.metric} ({self.unit}) of the "
+                    f"emulated {cpu} against the host's outputs (no labels in --val): "
+                    f"{shown(self.emulated)} over {self.samples} samples{tail}")
         return (f"{self.format} on {self.runtime}: {self.metric} ({self.unit}) host "
                 f"{shown(self.host)}, emulated {cpu} {shown(self.emulated)} over "
                 f"{self.samples} samples{tail}")
@@ -123,5 +128,6 @@ def scores_on_target(path: str | os.PathLike[str], profile: Any, feeds: dict[str
         got = [np.moveaxis(emulated[fmt][n], a, 0) for n, a in zip(names, out_axes, strict=True)]
         on_host, on_target = metric(ref, ref, labels), metric(ref, got, labels)
         scores.append(TargetScore(fmt, runtime, metric_name, on_target.unit,
-                                  float(on_host.score), float(on_target.score), count))
+                                  float(on_host.score), float(on_target.score), count,
+                                  labelled=labels is not None))
     return scores, guest

@@ -73,9 +73,10 @@ def named_shapes(value: Any, inputs: list[dict[str, Any]]) -> dict[str, tuple[in
     if not isinstance(value, dict):
         shapes = [tuple(value)] if value and all(isinstance(d, int) for d in value) else list(value)
         if len(shapes) != len(names):
-            raise UserError(f"--input-shape gave {len(shapes)} shape(s) for the model's "
-                            f"{len(names)} inputs {names}: name them, e.g. "
-                            f"--input-shape {names[0]}=1x3x640x640")
+            given = ", ".join("x".join(str(d) for d in shape) for shape in shapes)
+            raise UserError(f"--input-shape gave {len(shapes)} shape(s) ({given}) for the model's "
+                            f"{len(names)} inputs {names}: a shape's dims are joined by x and "
+                            f"commas separate inputs, e.g. --input-shape {names[0]}=1x3x640x640")
         value = dict(zip(names, shapes, strict=True))
     out = {}
     for name, dims in value.items():

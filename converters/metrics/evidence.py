@@ -165,10 +165,11 @@ class Evidence:
         """One line for the summary: the figure, its interval and what it says about ``budget``."""
         verdict = self.verdict(budget)
         if verdict != "cannot tell":
-            return f"{self.text()}: budget {budget:g} {verdict}"
+            return f"{self.text()}: budget {budget:g} points {verdict}"
         need = self.samples_to_tell(budget)
         more = f"; about {need} would tell" if need else "; the figure sits on the budget"
-        return f"{self.text()}: cannot tell against {budget:g} with {self.samples} samples{more}"
+        return (f"{self.text()}: cannot tell against the budget of {budget:g} points with "
+                f"{self.samples} samples{more}")
 
     def to_dict(self, budget: float | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {"figure": round(self.figure, 4), "low": round(self.low, 4),

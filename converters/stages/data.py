@@ -1,9 +1,10 @@
 """Read calibration and validation data.
 
-Every calibration sample calibrates the shipped model. Without ``--val`` a seeded half of the
-calibration data also serves as the validation set that chooses among methods and reports
-(the manifest's ``calibration.validation_also_calibrated`` counts the samples both sets hold);
-nothing is silently dropped from calibration.
+Every calibration sample calibrates the shipped model. Without ``--val`` the samples past
+``--calib-samples`` validate when they are at least half the data; else every sample also
+serves as the validation set that chooses among methods and reports (``split``; the manifest's
+``calibration.validation_also_calibrated`` counts the samples both sets hold); nothing is
+silently dropped from calibration.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class LoadData(Stage):
                                    progress=not config.quiet, limit=limit, seed=config.seed)
         if spec is None:  # arrays, not images: nothing scaled them (input_checks.py)
             check_value_range(calib, ctx.inputs, config, ctx.float_model)
+            unused_image_options(config.preprocess, data_label(config.calib), ctx.warn)
         if spec is not None:
             ctx.extra_manifest["preprocess"] = spec
             ctx.inputs[0]["preprocess"] = spec
@@ -106,6 +108,23 @@ class LoadData(Stage):
         ctx.report(f"  calibration: {len(ctx.calib)} samples (all calibrate), validation: {len(ctx.val)} samples "
                    f"({'labelled' if ctx.val.labels is not None else 'unlabelled'}{inside})"
                    + (" [synthetic]" if calib.synthetic else ""))
+
+
+IMAGE_ONLY_KEYS = ("size", "resize", "color", "layout", "mean", "std")
+
+
+def unused_image_options(preprocess: dict[str, Any], source: str, warn: Any) -> None:
+    """Warn when image preprocessing (--mean/--std/--size/...) comes with arrays: arrays are
+    fed as given, nothing normalizes them and the manifest records no preprocessing, so
+    ``predict_image`` on the device would scale pixels to [0, 1] only (a newcomer's
+    PP-OCRv4 det build took --mean/--std with a .npz without a word)."""
+    given = [key for key in IMAGE_ONLY_KEYS if key in preprocess]
+    if given:
+        flags = ", ".join(f"--{key}" for key in given)
+        warn(f"{flags} apply to image folders only and {source} is none: its arrays are fed "
+             "to the model as they are (not normalized by these options) and the manifest "
+             "records no image preprocessing; normalize the arrays yourself, or calibrate "
+             "from an image folder")
 
 
 def split(data: Any, calib_samples: int, seed: int) -> tuple[Any, Any, int]:

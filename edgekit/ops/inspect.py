@@ -8,6 +8,14 @@ from typing import Any
 from edgekit.artifact.manifest import PRECISIONS, LayerEntry
 from edgekit.errors import ArtifactError
 
+STAGE_WIDTH = 90  # a stage's parameters on one line of the table; the rest: --json
+
+
+def _clipped(text: str, width: int = STAGE_WIDTH) -> str:
+    """A stage's parameters cut to one line with '...' where cut, so a cut value
+    ('weight_type ' for 'weight_type int8') is never read as the whole."""
+    return text if len(text) <= width else text[:width - 3].rstrip(", ") + "..."
+
 
 def _kv(rows: list[tuple[str, Any]], width: int = 22) -> list[str]:
     return [f"  {k:<{width}} {v}" for k, v in rows]
@@ -47,7 +55,8 @@ def _calibrated(record: Any, where: str) -> str:
     text = f"; calibrated [{low:.4g}, {high:.4g}]"
     baseline = record.get("baseline") or []
     if baseline:
-        text += f", {'/'.join(f'{100 * b:.2f}' for b in baseline[:8])}% {where} at build"
+        each = " per channel" if len(baseline) > 1 else ""
+        text += f", {'/'.join(f'{100 * b:.2f}' for b in baseline[:8])}% {where}{each} at build"
     return text
 
 
@@ -159,8 +168,8 @@ def _table(m: dict[str, Any]) -> str:
                        "(`edgekit inspect --layers`)" if worst else "not measured")])
     lines.append("stages")
     lines += _kv([(s["name"], f"{s['seconds']:.2f} s" if "seconds" in s else
-                   ", ".join(f"{k} {v}" for k, v in (s.get("params") or {}).items()
-                             if isinstance(v, str | int | float))[:90])
+                   _clipped(", ".join(f"{k} {v}" for k, v in (s.get("params") or {}).items()
+                                      if isinstance(v, str | int | float))))
                   for s in m.get("stages", [])])
     for key in ("budgets", "pruning", "search", "accuracy_guard", "export"):
         if key in m:

@@ -58,6 +58,31 @@ def default_spec(shape: tuple[Any, ...], layout: str = "NCHW") -> dict[str, Any]
     }
 
 
+def default_spec_mismatch(name: str, spec: dict[str, Any], low: float, high: float,
+                          symmetric: bool = False) -> str | None:
+    """Why the default ``spec`` (pixels to [0, 1]) cannot feed an input calibrated on values in
+    [low, high], or None. ``symmetric``: the grid is [-max|x|, max|x|] (int8, zero point 0), so
+    its low end says nothing of the data's. An artifact built from arrays records no preprocessing,
+    so ``predict_image`` falls back to the default; arrays normalized otherwise (a mean/std to
+    [-1, 1], raw 0..255 pixels) then give the model inputs it was never calibrated on, and
+    the drift watch does not see it when they stay inside the range (PP-OCRv4 det built on
+    [-1, 1] arrays took [0, 1] images without a word)."""
+    scale = float(spec.get("scale", 1.0 / 255.0))
+    mean = [float(v) for v in spec.get("mean", [0.0])]
+    std = [float(v) for v in spec.get("std", [1.0])]
+    reach = [((0.0 - m) / s, (255.0 * scale - m) / s) for m, s in zip(mean, std, strict=False)]
+    lowest, highest = min(min(r) for r in reach), max(max(r) for r in reach)
+    span = max(highest - lowest, 1e-12)
+    margin = 0.05 * span  # the int8 grid around the data reaches past it by a step or so
+    if (symmetric or low >= lowest - margin) and high <= highest + margin:
+        return None
+    return (f"input {name}: this artifact records no image preprocessing (built from arrays), so "
+            f"images are scaled to [{lowest:.3g}, {highest:.3g}], but the model was calibrated "
+            f"on values in [{low:.3g}, {high:.3g}]: preprocess images as the calibration arrays "
+            "were and call predict(), or build from an image folder with --mean/--std (the "
+            "manifest then records it)")
+
+
 def check_channels(spec: dict[str, Any], shape: tuple[Any, ...] | list[Any]) -> None:
     """``color`` must give as many channels as the model input has (gray 1, rgb/bgr 3)."""
     if len(shape) != 4:

@@ -39,7 +39,9 @@ def test_a_near_tie_on_32_samples_cannot_tell_and_says_how_many_would() -> None:
     assert Evidence.of(PerSample.decisions(np.r_[np.ones(round(need / 8)), np.zeros(need - round(need / 8))])
                        ).verdict(10.0) != "cannot tell"
     line = evidence.judged(10.0)
-    assert "cannot tell against 10 with 32 samples" in line and f"about {need} would tell" in line
+    assert "cannot tell against the budget of 10 points with 32 samples" in line  # its unit
+    assert f"about {need} would tell" in line
+    assert Evidence.of(PerSample.decisions(flips)).judged(50.0).endswith(": budget 50 points met")
 
 
 def test_a_clear_miss_is_missed_and_a_clean_run_is_met() -> None:

@@ -103,3 +103,60 @@ def test_inspect_shows_a_tampered_file_under_a_banner(tmp_path: Path,
     assert "quantization" in proc.stdout and "fails its hash check" in proc.stderr
     with pytest.raises(edgekit.errors.ArtifactError):
         edgekit.load(bad)  # loading still refuses it
+
+
+@pytest.fixture(scope="module")
+def digits_minus1_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The digits CNN calibrated on arrays normalized to [-1, 1] (as (x - 0.5) / 0.5): a build
+    from arrays records no image preprocessing."""
+    from edgekit.converters import build
+
+    from ..conftest import DIGITS_NPZ, DIGITS_ONNX
+
+    with np.load(DIGITS_NPZ) as data:
+        arrays = {"x": data["x"] * 2.0 - 1.0, "y": data["y"]}
+    out = tmp_path_factory.mktemp("digits-pm1") / "digits.pm1.edgekit"
+    build(str(DIGITS_ONNX), target="rpi4", calib=arrays, output=out, quiet=True,
+          accept_accuracy_drop=True)
+    return out
+
+
+def test_predict_image_says_when_the_default_scaling_cannot_be_the_builds(
+        digits_minus1_artifact: Path, digits_artifact: Path, big_rgb_photo: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="edgekit"), edgekit.load(digits_minus1_artifact) as model:
+        assert model.spec.inputs[0].preprocess is None
+        model.predict_image(big_rgb_photo, resize="stretch", color="gray")
+        model.predict_image(big_rgb_photo, resize="stretch", color="gray")
+    notes = [r.getMessage() for r in caplog.records if "records no image preprocessing" in r.getMessage()]
+    assert len(notes) == 1  # once per model, not per image
+    assert "scaled to [0, 1]" in notes[0] and "calibrated on values in [-1" in notes[0]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="edgekit"), edgekit.load(digits_artifact) as model:
+        model.predict_image(big_rgb_photo, resize="stretch", color="gray")  # built on [0, 1]
+    assert not [r for r in caplog.records if "records no image preprocessing" in r.getMessage()]
+
+
+def test_a_symmetric_int8_input_grid_does_not_read_as_negative_data(
+        tmp_path: Path, big_rgb_photo: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """int8 activations: the input grid of [0, 1] data is [-1.008, 1], its low end no data's."""
+    from edgekit.converters import build
+
+    from ..conftest import DIGITS_NPZ, DIGITS_ONNX
+
+    out = tmp_path / "digits.int8.edgekit"
+    build(str(DIGITS_ONNX), target="rpi4", calib=str(DIGITS_NPZ), output=out, quiet=True,
+          activation_type="int8")
+    with caplog.at_level("WARNING", logger="edgekit"), edgekit.load(out) as model:
+        assert model.spec.inputs[0].calibration.low < -1.0  # the grid, not the data
+        model.predict_image(big_rgb_photo, resize="stretch", color="gray")
+    assert not [r for r in caplog.records if "records no image preprocessing" in r.getMessage()]
+
+
+def test_inspect_marks_a_cut_stage_line(digits_artifact: Path) -> None:
+    proc = run("inspect", str(digits_artifact))
+    assert proc.returncode == 0, proc.stderr
+    stages = proc.stdout.split("\nstages\n")[1].split("\nsignature")[0].splitlines()
+    quantize = next(line for line in stages if line.strip().startswith("quantize"))
+    assert quantize.endswith("..."), quantize  # its parameters run past one line
+    assert not [line for line in stages if line.endswith(", ")], stages  # cut between values

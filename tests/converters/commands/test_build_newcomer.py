@@ -208,3 +208,21 @@ def test_click_errors_keep_their_own_exit_code(capsys: pytest.CaptureFixture[str
         from edgekit.targets import load_profile
 
         load_profile("RPI-9")
+
+
+def test_image_options_with_arrays_say_they_are_not_applied(tmp_path: Path) -> None:
+    out = tmp_path / "d.edgekit"
+    proc = run("build", "--target", "rpi4", str(DIGITS_ONNX), "--calib", str(DIGITS_NPZ),
+               "--mean", "0.5", "--std", "0.5", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert ("--mean, --std apply to image folders only and digits.npz is none" in proc.stderr
+            and "normalize the arrays yourself" in proc.stderr)
+    assert read_artifact(out).spec.inputs[0].preprocess is None  # nothing recorded either
+    plain = run("build", "--target", "rpi4", str(DIGITS_ONNX), "--calib", str(DIGITS_NPZ),
+                "-o", str(tmp_path / "plain.edgekit"))
+    assert plain.returncode == 0 and "apply to image folders only" not in plain.stderr
+
+
+def test_help_examples_of_mean_and_std_differ() -> None:
+    text = run("build", "--help").stdout
+    assert "--mean 0.485,0.456,0.406" in text and "--std 0.229,0.224,0.225" in text

@@ -32,3 +32,17 @@ def test_without_a_record_the_build_rule_sees_every_sample() -> None:
     assert default_metric({}, lambda: outputs, False) == ("cells", 0)
     # a recorded detection may have had a --postprocess emulate cannot replay: the rule decides
     assert default_metric({"metric": {"name": "detection"}}, lambda: outputs, False)[0] == "cells"
+
+
+def test_unlabelled_val_line_says_the_target_is_judged_against_the_host() -> None:
+    """Without labels the host's score is its agreement with itself (always 1): the line says
+    what the target's figure is measured against instead of printing 'host 1'."""
+    from edgekit.converters.emulation.accuracy import TargetScore
+
+    unlabelled = TargetScore("tflite", "litert", "regions", "F1 of regions", 1.0, 0.97, 36,
+                             labelled=False).line("cortex-a72")
+    assert "host 1" not in unlabelled
+    assert "emulated cortex-a72 against the host's outputs (no labels in --val): 0.97 over 36" \
+        in unlabelled
+    labelled = TargetScore("tflite", "litert", "top1", "accuracy", 0.9, 0.89, 200).line("cortex-a72")
+    assert "host 90.00%, emulated cortex-a72 89.00% over 200 samples, +1.00 points lost" in labelled

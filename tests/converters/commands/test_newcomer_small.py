@@ -116,3 +116,25 @@ def test_ram_figure_is_one_unit_in_build_inspect_and_estimate(digits_artifact):
     assert inspected and float(inspected[1]) == round(ram / 2**20, 2)
     # estimate reads the shipped .tflite, the build the int8 ONNX: the same within 0.1 MB
     assert estimated and abs(float(estimated[1]) - ram / 2**20) < 0.1
+
+
+def test_the_verdict_against_the_reference_ptq_says_beyond_noise() -> None:
+    """An interval of -47..+21 points does not show 'not worse': it shows not worse beyond
+    noise (EfficientNet-Lite0 on 24 photos, a newcomer's first build)."""
+    from edgekit.converters.summary import decision_lines
+
+    val = {"accuracy_budget": {"line": "12.50 points", "judged": "agreement",
+                               "versus_reference": {"figure": -12.5, "low": -47.35, "high": 21.42,
+                                                    "worse": False}},
+           "reference_ptq": {"line": "25.00 points"}}
+    line = next(x for x in decision_lines(val) if "reference PTQ" in x)
+    assert line.endswith("(-47.35..+21.42): not worse beyond noise"), line
+
+
+def test_the_task_metric_line_shows_a_share_as_a_percentage() -> None:
+    from edgekit.converters.summary import metric_line
+
+    line = metric_line({"name": "top1", "reason": "class scores", "score": 1.0, "unit": "accuracy"})
+    assert line.endswith("): int8 100.00% accuracy"), line  # was '1 accuracy'
+    regions = metric_line({"name": "regions", "score": 0.94117, "unit": "F1 of regions"})
+    assert regions.endswith("): int8 0.9412 F1 of regions"), regions

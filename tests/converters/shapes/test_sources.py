@@ -30,3 +30,13 @@ def test_cli_takes_named_shapes_consts_and_batch_axes(tmp_path, capsys):
                      (["--batch-axis", "state=-1"], "--batch-axis expects NAME=VALUE")):
         assert cli_main(["build", "m.onnx", "--target", "rpi4", *bad]) == 2
         assert why in capsys.readouterr().err
+
+
+def test_a_comma_separated_shape_says_how_dims_are_joined(capsys):
+    from tests.conftest import DIGITS_NPZ, DIGITS_ONNX
+
+    code = cli_main(["build", str(DIGITS_ONNX), "--target", "rpi4", "--calib", str(DIGITS_NPZ),
+                     "--input-shape", "8,8", "-q"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "gave 2 shape(s) (8, 8)" in err and "dims are joined by x" in err, err

@@ -64,7 +64,7 @@ def test_the_build_records_each_range_and_its_baseline(dim_artifact: Path) -> No
     from edgekit.ops.inspect import manifest_table
 
     table = manifest_table(read_artifact(dim_artifact).manifest)
-    assert "calibrated [0, 0.5], 0.00/0.00/0.00% outside at build" in table
+    assert "calibrated [0, 0.5], 0.00/0.00/0.00% outside per channel at build" in table
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
