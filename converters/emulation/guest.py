@@ -28,6 +28,7 @@ from dataclasses import asdict
 from typing import Any
 
 RESULT_MARK = "EDGEKIT-EMULATE-RESULT "  # same as runner.RESULT_MARK (runner imports nothing here)
+PROGRESS_MARK = "EDGEKIT-EMULATE-PROGRESS "  # same as runner.PROGRESS_MARK: a line the host relays
 DISTRIBUTIONS = ("numpy", "onnxruntime", "ai-edge-litert")
 # linux/arch/arm64/include/uapi/asm/hwcap.h
 HWCAP_BITS = {"fp": 0, "asimd": 1, "fphp": 9, "asimdhp": 10, "asimddp": 20, "sve": 22}
@@ -154,9 +155,12 @@ def outputs(path: str, inputs_path: str, out_path: str) -> dict[str, Any]:
         if not usable:
             continue
         model = Model(artifact, backend=usable[0].name)
-        rows = [model.run_feeds(model.prepare_feeds(
-            {k: np.take(v, [i], axis=axes.get(k, 0)) for k, v in feeds.items()}))
-            for i in range(count)]
+        rows = []
+        for i in range(count):
+            rows.append(model.run_feeds(model.prepare_feeds(
+                {k: np.take(v, [i], axis=axes.get(k, 0)) for k, v in feeds.items()})))
+            if (i + 1) % max(1, count // 10) == 0 or i + 1 == count:  # about every tenth
+                _progress(f"{entry['format']} on {usable[0].name}: {i + 1}/{count} samples")
         model.close()
         for j, spec in enumerate(artifact.manifest["outputs"]):
             saved[f"{entry['format']}/{spec['name']}"] = np.concatenate(
@@ -165,6 +169,11 @@ def outputs(path: str, inputs_path: str, out_path: str) -> dict[str, Any]:
     np.savez(out_path, **saved)
     result.update(passed=bool(ran), formats=ran, count=count)
     return result
+
+
+def _progress(message: str) -> None:
+    sys.stderr.write(PROGRESS_MARK + message + "\n")
+    sys.stderr.flush()
 
 
 def report(result: dict[str, Any]) -> None:

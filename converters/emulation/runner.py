@@ -24,6 +24,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from edgekit.converters.emulation.builder import Sysroot
 from edgekit.errors import InternalError, UserError
 
 RESULT_MARK = "EDGEKIT-EMULATE-RESULT "
+PROGRESS_MARK = "EDGEKIT-EMULATE-PROGRESS "  # a guest's stderr line the host passes on
 GUEST_SCRIPT = Path(__file__).resolve().with_name("guest.py")
 # Pi OS reports cpuinfo lines like this (Cortex-A72: variant 0x0, revision 3).
 _FEATURES_V80 = "fp asimd evtstrm crc32 cpuid"
@@ -136,9 +138,13 @@ def guest_env() -> dict[str, str]:
 
 
 def run_python(sysroot: Sysroot, cpu: CpuSpec, args: list[str], timeout: float = 1800.0,
-               stream_stderr: bool = False) -> subprocess.CompletedProcess:
-    """Run ``python3.11 -I <args>`` inside the emulator; returns the completed process."""
+               stream_stderr: bool = False, progress: Callable[[str], None] | None = None
+               ) -> subprocess.CompletedProcess:
+    """Run ``python3.11 -I <args>`` inside the emulator; returns the completed process.
+    ``progress``: the guest's progress lines (``PROGRESS_MARK``) passed on as they come."""
     argv = python_command(sysroot, cpu, *args)
+    if progress is not None:
+        return _relaying(argv, timeout, progress)
     try:
         return subprocess.run(argv, env=guest_env(), stdout=subprocess.PIPE,
                               stderr=None if stream_stderr else subprocess.PIPE, text=True,
@@ -149,14 +155,54 @@ def run_python(sysroot: Sysroot, cpu: CpuSpec, args: list[str], timeout: float =
         ) from exc
 
 
+def _relaying(argv: list[str], timeout: float, progress: Callable[[str], None]
+              ) -> subprocess.CompletedProcess:
+    """``subprocess.run`` with stderr read line by line: progress lines go to ``progress``,
+    the rest is kept for the error message, as ``run`` would keep it."""
+    import threading
+
+    proc = subprocess.Popen(argv, env=guest_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    kept: list[str] = []
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if line.startswith(PROGRESS_MARK):
+                progress(line[len(PROGRESS_MARK):].rstrip("\n"))
+            else:
+                kept.append(line)
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    timed_out = threading.Event()
+
+    def expire() -> None:
+        timed_out.set()
+        proc.kill()
+
+    timer = threading.Timer(timeout, expire)  # communicate() would read stderr itself
+    timer.start()
+    assert proc.stdout is not None
+    stdout = proc.stdout.read()
+    proc.wait()
+    timer.cancel()
+    reader.join()
+    if timed_out.is_set():
+        raise InternalError(f"emulated run did not finish within {timeout:.0f} s ({' '.join(argv)})")
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, "".join(kept))
+
+
 def run_guest(sysroot: Sysroot, cpu: CpuSpec, command: str, *args: str,
-              timeout: float = 1800.0) -> dict[str, Any]:
+              timeout: float = 1800.0, progress: Callable[[str], None] | None = None
+              ) -> dict[str, Any]:
     """Run ``guest.py <command> ...`` inside; return the JSON it reports.
 
     The sysroot holds the device package only: the guest script is read from its host path
     (QEMU's ``-L`` falls back to the host's files, as for the artifact), and ``-I`` keeps
     its folder off ``sys.path``, so inside it imports nothing but ``edgekit``'s device code."""
-    proc = run_python(sysroot, cpu, [str(GUEST_SCRIPT), command, *args], timeout=timeout)
+    proc = run_python(sysroot, cpu, [str(GUEST_SCRIPT), command, *args], timeout=timeout,
+                      progress=progress)
     for line in proc.stdout.splitlines():
         if line.startswith(RESULT_MARK):
             return json.loads(line[len(RESULT_MARK):])

@@ -134,7 +134,8 @@ def emulated_outputs(path: str | os.PathLike[str], profile: Any,
     with tempfile.TemporaryDirectory(prefix="edgekit-emulate-") as tmp:
         feeds_path, out_path = os.path.join(tmp, "inputs.npz"), os.path.join(tmp, "outputs.npz")
         np.savez(feeds_path, **inputs)
-        guest = run_guest(sysroot, cpu, "outputs", path, feeds_path, out_path, timeout=timeout)
+        guest = run_guest(sysroot, cpu, "outputs", path, feeds_path, out_path, timeout=timeout,
+                          progress=progress)
         if not guest.get("passed"):
             raise ArtifactError(f"{path}: no format of this artifact ran on {cpu.model}: "
                                 f"{guest.get('error', 'no runtime installed for its formats')}")
