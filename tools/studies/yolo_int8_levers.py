@@ -1,6 +1,6 @@
 """YOLOv8n (realzoo ``nudenet_320n``) int8 levers tried and not kept: each rebuilds the model
 with one change patched into the build, so every row of docs/measurements/yolo-int8.md
-section 5 can be rebuilt. None is a build stage: none improved the held-out photos.
+section 6 can be rebuilt. None is a build stage: none improved the held-out photos.
 
 * ``mse``: per-tensor MSE-optimal activation ranges (Sony MCT's default threshold rule, its
   ``MSE`` error method), each end of the min-max range shrunk by a factor in [0.2, 1], one end
