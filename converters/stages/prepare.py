@@ -3,8 +3,8 @@
 then elementwise spellings become the ops they spell (``fuse_activations.fuse_hardswish``:
 ``x * Clip(x + 3, 0, 6) / 6`` as ``HardSigmoid(x) * x``; ``fold_affine.fold_conv_affines``:
 a Mul/Add/Sub/Div by a constant after a Conv, or by one value for all channels before it,
-folded into its weights and bias), a Split that undoes a Concat becomes one Concat per part
-(``ptq/split_concat.py``: the parts keep their own int8 scales), every node gets a name of its own (``graph_names.name_nodes``) and every Gemm bias row becomes a vector
+folded into its weights and bias), every node gets
+a name of its own (``graph_names.name_nodes``) and every Gemm bias row becomes a vector
 (``flat_gemm_biases``)."""
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Any
 from edgekit.converters.graph.fold_affine import fold_conv_affines
 from edgekit.converters.graph.fuse_activations import fuse_hardswish
 from edgekit.converters.graph.names import name_nodes
-from edgekit.converters.ptq.split_concat import unshare_split_concats
 
 from ..context import BuildContext
 from ..pipeline import Stage
@@ -117,17 +116,14 @@ class Prepare(Stage):
         # affine blocks next to its convolutions)
         fused = fuse_hardswish(model)
         folded = fold_conv_affines(model)
-        # a Split undoing a Concat (YOLOv8's head: class logits joined to the box logits and
-        # split off again) would make the parts share one int8 scale: written apart instead
-        unshared = unshare_split_concats(model)
         # every node addressable by name from here on (the guard's --keep-float, the int16
         # rung, the layer report): the pre-processing leaves the nodes it inlines unnamed
         named = name_nodes(model.graph)
         flattened = flat_gemm_biases(model.graph)
-        if named or flattened or fused or unshared or any(folded.values()):
+        if named or flattened or fused or any(folded.values()):
             onnx.save_model(model, str(dst))
             self.used.update(named_nodes=named, flattened_gemm_biases=flattened,
-                             fused_hardswish=fused, unshared_split_concats=unshared,
+                             fused_hardswish=fused,
                              folded_conv_affines={k: v for k, v in folded.items() if v})
         ctx.float_path = dst
         ctx.float_model = model

@@ -13,8 +13,10 @@ section 6 can be rebuilt. None is a build stage: none improved the held-out phot
   ``b = -sum(w e) / sum(w)``, ``w = sigmoid'(x)^2`` at float's logit ``x``.
 * ``slope``: the same weighting, sequential over every conv read by a SiLU
   (``w = SiLU'(x)^2``) or a Sigmoid, in graph order.
+* ``unshare``: the head's Split of its box+class Concat written as one Concat per part in the
+  prepare stage (``tools/studies/split_concat.py``), so the class logits get their own scale.
 
-    python -m tools.studies.yolo_int8_levers sigmoid build --target rpi4 320n.onnx \\
+    python -m tools.studies.yolo_int8_levers unshare,sigmoid build --target rpi4 320n.onnx \\
         --calib calib.npz --guard-time 0 --accept-accuracy-drop --format tflite -o A.edgekit
     (``mse`` needs ``--method pertensor``: it replaces that method's per-tensor choice)
 """
@@ -160,8 +162,23 @@ def _patch(lever: str) -> None:
         bias_correct.correct_if_it_pays = then_weighted
     elif lever == "mse":
         _patch_mse(range_choice)
+    elif lever == "unshare":
+        from edgekit.converters.stages import prepare
+
+        from tools.studies.split_concat import unshare_split_concats
+
+        folded = prepare.fold_conv_affines
+
+        def fold_then_unshare(model: Any) -> dict[str, int]:
+            found = folded(model)
+            unshared = unshare_split_concats(model)
+            print(f"unshared split concats: {unshared}", file=sys.stderr)
+            # a count in what prepare reports as folded makes it save the rewritten graph
+            return {**found, "unshared_split_concats": unshared}
+
+        prepare.fold_conv_affines = fold_then_unshare
     else:
-        raise SystemExit(f"unknown lever {lever!r}: mse, sequential, sigmoid, slope")
+        raise SystemExit(f"unknown lever {lever!r}: mse, sequential, sigmoid, slope, unshare")
 
 
 def _patch_mse(range_choice: Any) -> None:
@@ -203,7 +220,8 @@ def _patch_mse(range_choice: Any) -> None:
 def main() -> None:
     if len(sys.argv) < 3:
         raise SystemExit(__doc__)
-    _patch(sys.argv[1])
+    for lever in sys.argv[1].split(","):  # levers combine: unshare,sigmoid
+        _patch(lever)
     from edgekit.cli import main as cli
 
     sys.argv = ["edgekit", *sys.argv[2:]]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
-from edgekit.converters.ptq.split_concat import unshare_split_concats
 from onnx import TensorProto, helper, numpy_helper
+
+from tools.studies.split_concat import unshare_split_concats
 
 LEVELS = ((4, 4), (2, 2))  # two feature maps, as a detector's strides
 
