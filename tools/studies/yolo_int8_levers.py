@@ -207,11 +207,14 @@ def _patch_mse(range_choice: Any) -> None:
 
     create = calibrate.create_calibrator
 
-    def minmax_only(model: Any, ops: Any = None, augmented: str = "augmented_model.onnx",
-                    calibrate_method: Any = None, external: bool = False, providers: Any = None,
+    def minmax_only(model: Any, op_types_to_calibrate: Any = None,
+                    augmented_model_path: str = "augmented_model.onnx", calibrate_method: Any = None,
+                    use_external_data_format: bool = False, providers: Any = None,
                     extra_options: dict[str, Any] | None = None) -> Any:
+        # onnxruntime's own keyword names: the calibrate stage passes them by name
         symmetric = bool((extra_options or {}).get("symmetric", False))
-        return create(model, ops, augmented, CalibrationMethod.MinMax, external, providers, {"symmetric": symmetric})
+        return create(model, op_types_to_calibrate, augmented_model_path, CalibrationMethod.MinMax,
+                      use_external_data_format, providers, {"symmetric": symmetric})
 
     range_choice.combine = combine
     calibrate.create_calibrator = minmax_only
