@@ -9,8 +9,10 @@ weights first: int8 activations alone.
 
 ``heldout``: artifacts (``edgekit.load``) or QDQ .onnx files against the float model on held-out
 photos of a YOLO-style packed output (4 box rows, then class scores): pooled confident-cell F1
-(a cell is confident when its best class score > 0.25), with a 95% bootstrap interval over
-photos, and the class-score and box SQNR.
+(a cell is confident when its best class score > 0.25), float detections kept and the detection
+F1 (the build's decode: conf 0.25, class-wise NMS, IoU >= 0.5, same class), each with a 95%
+bootstrap interval over photos; the class-score and box SQNR; and the class logits' mean and
+rms error (int8 minus float) on float's confident cells: a bias there moves scores across 0.25.
 
     python tools/benchmarks/bench_yolo_int8.py sqnr FLOAT.onnx INT8_QDQ.onnx --data val.npz --samples 8
     python tools/benchmarks/bench_yolo_int8.py heldout FLOAT.onnx A.edgekit B.edgekit --data val.npz
@@ -115,6 +117,27 @@ def _f1(want: np.ndarray, have: np.ndarray, index: np.ndarray) -> float:
     return float(2 * both / max(want[index].sum() + have[index].sum(), 1))
 
 
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(p.astype(np.float64), 1e-6, 1 - 1e-6)
+    return np.log(p / (1 - p))
+
+
+def _detections(reference: np.ndarray, got: np.ndarray, draws: list[np.ndarray]) -> str:
+    from edgekit.converters.metrics.detection import decode_packed, match
+
+    want, have = decode_packed(reference), decode_packed(got)
+    matched = np.array([match(w, h) for w, h in zip(want, have, strict=True)], np.float64)
+    floats = np.array([len(w.boxes) for w in want], np.float64)
+    int8s = np.array([len(h.boxes) for h in have], np.float64)
+    kept = [matched[k].sum() / max(floats[k].sum(), 1) for k in draws]
+    f1 = [2 * matched[k].sum() / max(floats[k].sum() + int8s[k].sum(), 1) for k in draws]
+    return (f"detections kept {int(matched.sum())}/{int(floats.sum())} "
+            f"[{100 * np.percentile(kept, 2.5):.1f}, {100 * np.percentile(kept, 97.5):.1f}], "
+            f"detection F1 {100 * 2 * matched.sum() / max(floats.sum() + int8s.sum(), 1):.1f}% "
+            f"[{100 * np.percentile(f1, 2.5):.1f}, {100 * np.percentile(f1, 97.5):.1f}] "
+            f"({int(int8s.sum())} int8 detections)")
+
+
 def heldout(float_path: Path, paths: list[str], images: np.ndarray) -> None:
     reference = np.concatenate([_runner(str(float_path))(images[i:i + 1]) for i in range(len(images))])
     rng = np.random.default_rng(0)
@@ -133,6 +156,10 @@ def heldout(float_path: Path, paths: list[str], images: np.ndarray) -> None:
               f"[{100 * low:.1f}, {100 * high:.1f}] ({want.sum()} float cells, {have.sum()} int8 cells, "
               f"{len(images)} photos); class-score SQNR {db(reference[:, 4:], got[:, 4:]):.1f} dB, "
               f"box SQNR {db(reference[:, :4], got[:, :4]):.1f} dB")
+        confident = reference[:, 4:] > CONFIDENT
+        error = (_logit(got[:, 4:]) - _logit(reference[:, 4:]))[confident]
+        print(f"  {_detections(reference, got, draws)}; class logit error on {confident.sum()} confident "
+              f"cells: mean {error.mean():+.3f}, rms {np.sqrt((error ** 2).mean()):.3f}")
 
 
 def main() -> None:
