@@ -35,12 +35,20 @@ INT16_OPSET = 21
 # the .tflite writer's ``tflite/sixteen.py::INT16_KERNELS`` (a test keeps the two alike).
 # Besides the MAC layers, the activations and elementwise ops between them (SiLU's
 # Sigmoid * Mul, HardSwish's Add/Clip/Mul/Div, HardSigmoid, a LayerNorm written as ops,
-# Split/Slice/Gather): a layer whose activation stays int8 keeps int8's error there
+# Split/Slice/Gather), and a transformer's: Softmax (LiteRT's int16 SOFTMAX), the erf GELU's
+# Erf (the writer fuses the chain into one int16 GELU), a GroupNorm's InstanceNormalization,
+# Neg (rotary embeddings). A layer whose activation stays int8 keeps int8's error there, and
+# an int8 island inside an int16 span costs a requantization each side (Moonshine's rung
+# left its Softmax and GELUs int8: 2.4% of transcripts kept, docs/measurements/moonshine-int8.md)
 INT16_OPS = frozenset({"Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool",
                        "GlobalAveragePool", "Relu", "Reshape", "Flatten", "Transpose", "Concat",
                        "Squeeze", "Unsqueeze", "Sigmoid", "Tanh", "Mul", "Sub", "Clip", "Div",
                        "HardSigmoid", "Split", "Slice", "Gather", "Pad", "ReduceMean", "Sqrt",
-                       "Pow", "LeakyRelu", "Identity", "LayerNormalization"})
+                       "Pow", "LeakyRelu", "Identity", "LayerNormalization", "Softmax", "Erf",
+                       "InstanceNormalization", "Neg"})
+# The int16 grid covers the int8 range times this: held-out inputs go past ranges calibrated
+# on 64 samples, and int16 has the bits to spare (x4 costs 2 of its 15). 1: int8's range.
+INT16_HEADROOM = 1.0
 # ops whose constant weights the fp16 rung stores as float16
 FP16_WEIGHT_OPS = frozenset({"Conv", "Gemm", "MatMul", "ConvTranspose"})
 INT16_MAX = 32767
@@ -63,17 +71,18 @@ def _arrays(graph: Any) -> dict[str, np.ndarray]:
     return {i.name: numpy_helper.to_array(i) for i in graph.initializer}
 
 
-def int16_scale(scale: float, zero_point: int, dtype: np.dtype) -> float:
-    """The symmetric int16 step covering the real range an int8/uint8 (scale, zp) covers."""
+def int16_scale(scale: float, zero_point: int, dtype: np.dtype, headroom: float = 1.0) -> float:
+    """The symmetric int16 step covering ``headroom`` times the real range an int8/uint8
+    (scale, zp) covers."""
     info = np.iinfo(dtype)
     lo, hi = scale * (info.min - zero_point), scale * (info.max - zero_point)
-    return max(abs(lo), abs(hi), 1e-12) / INT16_MAX
+    return max(abs(lo), abs(hi), 1e-12) * headroom / INT16_MAX
 
 
-def to_int16(model: Any, nodes: set[str]) -> list[str]:
-    """Rewrite ``model`` in place: the activations of ``nodes`` become int16. Returns the
-    node names actually made int16 (those of an op with a 16x8 kernel, reading a quantized
-    activation)."""
+def to_int16(model: Any, nodes: set[str], headroom: float | None = None) -> list[str]:
+    """Rewrite ``model`` in place: the activations of ``nodes`` become int16, on a grid
+    ``headroom`` (default ``INT16_HEADROOM``) times int8's range. Returns the node names
+    actually made int16 (those of an op with a 16x8 kernel, reading a quantized activation)."""
     from edgekit.converters.graph.names import Names
     from edgekit.converters.graph.opset import raise_opset
     from onnx import helper, numpy_helper
@@ -112,7 +121,8 @@ def to_int16(model: Any, nodes: set[str]) -> list[str]:
     for key, q in quants.items():
         scale = float(np.asarray(inits[q.input[1]]).reshape(-1)[0])
         zero = np.asarray(inits[q.input[2]]) if len(q.input) > 2 and q.input[2] else np.zeros((), np.uint8)
-        s16 = int16_scale(scale, int(zero.reshape(-1)[0]), zero.dtype)
+        s16 = int16_scale(scale, int(zero.reshape(-1)[0]), zero.dtype,
+                          INT16_HEADROOM if headroom is None else headroom)
         s_name, z_name = names.fresh(f"{key}__s16"), names.fresh(f"{key}__z16")
         graph.initializer.extend([numpy_helper.from_array(np.asarray(s16, np.float32), s_name),
                                   numpy_helper.from_array(np.zeros((), np.int16), z_name)])
