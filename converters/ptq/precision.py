@@ -9,8 +9,10 @@ sensitive layers up; this module rewrites the int8 QDQ model onnxruntime's quant
   step shrinks ~256x. Weights stay int8 per channel. A tensor is int16 when an int16 layer
   writes it; where it meets an int8 reader, or an int8 tensor meets an int16 reader, a Q/DQ
   pair to the reader's grid sits on that edge (what onnxruntime's own mixed-precision
-  "convert" overrides write; a LiteRT kernel's output type is its input type); graph inputs and outputs keep
-  their int8 parameters (the runtime's I/O contract), with the conversion inside the graph.
+  "convert" overrides write; a LiteRT kernel's output type is its input type); graph outputs,
+  and inputs an int8 layer also reads, keep their int8 parameters (the runtime's I/O
+  contract), with the conversion inside the graph; an input only int16 layers read is int16
+  (the runtime quantizes to the input tensor's type).
   Int16 QuantizeLinear needs opset 21: the model's default-domain opset is raised to 21
   (every op this project writes has the same semantics there). onnxruntime runs int16 Q/DQ on
   CPU by dequantizing around a float kernel; the .tflite writer turns it into LiteRT's 16x8
@@ -128,7 +130,14 @@ def to_int16(model: Any, nodes: set[str], headroom: float | None = None) -> list
                                   numpy_helper.from_array(np.zeros((), np.int16), z_name)])
         narrow = (q.input[1], q.input[2] if len(q.input) > 2 else "")
         source = producer.get(q.input[0])
-        if q.input[0] in inputs or source is None or source.name not in wide:
+        readers = [r for dq in _unique(consumers.get(q.output[0], []))
+                   for r in _unique(consumers.get(dq.output[0], []))]
+        # a graph input only int16 layers read is quantized to int16 by the runtime: its int8
+        # rounding is a floor no int16 layer after it lifts (Moonshine's waveform rounded to
+        # int8, everything else float, keeps 50.9% of transcripts; int16: 100%)
+        wide_input = q.input[0] in inputs and bool(readers) and all(r.name in wide for r in readers)
+        if (q.input[0] in inputs and not wide_input) or (source is None and not wide_input) \
+                or (source is not None and source.name not in wide):
             # a graph input, or a tensor an int8 layer writes (a kernel's output type is its
             # input type), keeps its int8 parameters: requantize on each int16 reader's edge
             for dq in _unique(consumers.get(q.output[0], [])):
