@@ -23,8 +23,6 @@ s, the epsilon and the output's calibrated range:
 The square's step R^2 / 32767 is about the square of the int8 input step, so the variance
 keeps ~0.1% precision for rows spread over tens of input steps.
 
-An int16 input (the guard's int16 rung) is row-scaled instead (``_row_scaled_norm``): its
-grid is 256x finer, and squaring on a range^2 grid would round a quiet row's variance away.
 LiteRT 2.3's int16 MEAN sums in int32: over more than 65535 elements (Moonshine's GroupNorm
 normalizes 416 x 250 = 104000) a sum of large codes wraps (a mean of 0.9 came back as
 -0.36). Such a mean is taken in stages of at most 65535 elements (``mean16``): one axis at
@@ -108,10 +106,6 @@ def convert_layernorm16(ctx: ConversionContext, node: onnx.NodeProto, x: Value, 
     x16 = x if x.qparams.dtype == "int16" else emit(Op.QUANTIZE, [x], max(abs(lo), abs(hi)), "x")
     mean = emit(Op.MEAN, [x16, axes], max(abs(lo), abs(hi)), "mean", reduced, keep)
     centred = emit(Op.SUB, [x16, mean], width, "centred", options=sub)
-    if x.qparams.dtype == "int16":
-        cur = _row_scaled_norm(ctx, node, centred, axes, shape, reduced, perm, eps, n, t, emit)
-        _affine(ctx, node, cur, out, gamma, beta, y_lo, y_hi, perm, emit, add_options)
-        return
     square = emit(Op.MUL, [centred, centred], width ** 2, "square", options=S.MulOptionsT())
     var = emit(Op.MEAN, [square, axes], width ** 2 / 4, "var", reduced, keep)
     eps_t = const16(ctx, np.full([1] * len(shape), eps, np.float32), perm, f"{node.name}_eps")
@@ -135,60 +129,6 @@ def convert_layernorm16(ctx: ConversionContext, node: onnx.NodeProto, x: Value, 
     if gamma is None:
         norm = min(norm, pre_beta)
     cur = emit(Op.DIV, [centred, root], norm, "norm", options=S.DivOptionsT())
-    if gamma is not None:
-        g = const16(ctx, gamma, perm, f"{node.name}_gamma")
-        cur = emit(Op.MUL, [cur, g], min(norm * float(np.max(np.abs(gamma))), pre_beta),
-                   "gamma", options=S.MulOptionsT())
-    if beta is not None:
-        b = const16(ctx, beta, perm, f"{node.name}_beta")
-        cur = emit(Op.ADD, [cur, b], y_abs, "beta", options=add_options())
-    ctx.emit(Op.QUANTIZE, [cur], [out])
-    ctx.bind(node, 0, out)
-
-
-ROW_EPS_CAP = 1.0  # sqrt(eps) / max|centred| is clipped here: a row that quiet is noise
-
-
-def _row_scaled_norm(ctx: ConversionContext, node: onnx.NodeProto, centred: Value, axes,
-                     shape, reduced, perm, eps: float, n: int, t, emit) -> Value:
-    """centred / sqrt(var + eps) for an int16 input, each row scaled by its own max |centred|
-    m first: (c / m) / sqrt(mean((c / m)^2) + (sqrt(eps) / m)^2). Squaring c itself on an
-    int16 grid of range width^2 rounds a quiet row's variance away (Moonshine's GroupNorm:
-    centred values ~0.01 square to one step of a grid for |c| up to 2: 39.5 dB in QDQ, 31.9
-    on LiteRT); c / m lies in [-1, 1] at every level, its square keeps 15 bits."""
-    keep = S.ReducerOptionsT()
-    keep.keepDims = True
-    width = centred.qparams.s * INT16_MAX
-    magnitude = emit(Op.ABS, [centred], width, "abs")
-    top = t(reduced, width, "rowmax")
-    ctx.emit(Op.REDUCE_MAX, [magnitude, axes], [top], keep)
-    floor = ctx.w.const(np.ones([1] * len(shape), np.int16), f"{node.name}_rowmax_floor", top.qparams)
-    lifted = t(reduced, width, "rowmax_floor")
-    ctx.emit(Op.MAXIMUM, [top, floor], [lifted])
-    unit = emit(Op.DIV, [centred, lifted], 1.0, "unit", options=S.DivOptionsT())
-    square = emit(Op.MUL, [unit, unit], 1.0, "unit_square", options=S.MulOptionsT())
-    var = emit(Op.MEAN, [square, axes], 1.0, "unit_var", reduced, keep)
-    root_eps = const16(ctx, np.full([1] * len(shape), np.sqrt(eps), np.float32), perm,
-                       f"{node.name}_root_eps")
-    ratio = emit(Op.DIV, [root_eps, lifted], ROW_EPS_CAP, "eps_ratio", reduced, S.DivOptionsT())
-    ratio2 = emit(Op.MUL, [ratio, ratio], ROW_EPS_CAP ** 2, "eps_ratio2", reduced, S.MulOptionsT())
-    add = S.AddOptionsT()
-    add.potScaleInt16 = False
-    total = emit(Op.ADD, [var, ratio2], 1.0 + ROW_EPS_CAP ** 2, "unit_var_eps", reduced, add)
-    root = emit(Op.SQRT, [total], np.sqrt(1.0 + ROW_EPS_CAP ** 2), "unit_sqrt", reduced)
-    one = ctx.w.const(np.ones([1] * len(shape), np.int16), f"{node.name}_unit_floor", root.qparams)
-    lifted_root = t(reduced, root.qparams.s * INT16_MAX, "unit_sqrt_floor")
-    ctx.emit(Op.MAXIMUM, [root, one], [lifted_root])
-    return emit(Op.DIV, [unit, lifted_root], np.sqrt(n) * 1.01, "norm", options=S.DivOptionsT())
-
-
-def _affine(ctx: ConversionContext, node: onnx.NodeProto, cur: Value, out: Value,
-            gamma, beta, y_lo: float, y_hi: float, perm, emit, add_options) -> None:
-    """gamma, beta and the QUANTIZE to the output grid (bound as in ``convert_layernorm16``)."""
-    y_abs = max(abs(y_lo), abs(y_hi))
-    b_lo, b_hi = (0.0, 0.0) if beta is None else (float(beta.min()), float(beta.max()))
-    pre_beta = max(abs(y_lo - b_hi), abs(y_hi - b_lo))
-    norm = cur.qparams.s * INT16_MAX
     if gamma is not None:
         g = const16(ctx, gamma, perm, f"{node.name}_gamma")
         cur = emit(Op.MUL, [cur, g], min(norm * float(np.max(np.abs(gamma))), pre_beta),
