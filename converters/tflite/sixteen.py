@@ -36,7 +36,11 @@ INT16_KERNELS = frozenset({"Conv", "Gemm", "MatMul", "Add", "MaxPool", "AverageP
                            "LeakyRelu", "Identity", "LayerNormalization",
                            # the same chain over the spatial axes (ops/instancenorm.py);
                            # Neg as MUL by -1 (ops/elementwise.py)
-                           "InstanceNormalization", "Neg"})
+                           "InstanceNormalization", "Neg",
+                           # SOFTMAX (int16 output at 1/32768, then requantized), GELU (LiteRT
+                           # 2.3 runs it on int16, free scales); Erf only inside the erf GELU
+                           # chain, which ops/gelu.py fuses into one GELU (alone: no converter)
+                           "Softmax", "Gelu", "Erf"})
 
 
 def const_params16(data: np.ndarray) -> QParams:

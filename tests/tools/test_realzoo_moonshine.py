@@ -40,3 +40,24 @@ def test_the_encoder_saved_as_onnx_matches_the_ort_file_and_transcribes_speech(t
     scorer = moonshine.transcript_agreement("last_hidden_state")
     same = scorer({"last_hidden_state": onnx_states}, {"last_hidden_state": want}, {})
     assert same.tolist() == [1.0]
+
+
+def test_calibration_hears_every_recording_and_shares_no_sample_with_the_held_out_chunks():
+    ramp = np.arange(5 * moonshine.CHUNK, dtype=np.float32)  # each sample its own value
+    cut, held = moonshine.split(ramp)
+    windows = moonshine.calibration_windows({"a": ramp[:cut], "b": ramp[:cut] + 1e6}, 8)
+    assert len(windows) == 8 and {w[0] >= 1e6 for w in windows} == {False, True}
+    assert set(windows.ravel()).isdisjoint(np.concatenate(held).ravel())
+    assert all(len(h) == moonshine.CHUNK for h in held) and held[0][0] == cut
+
+
+def test_the_calibration_audio_is_as_loud_as_the_held_out_speech():
+    """Until 2026-12-06 calibration was one quiet recording (peak 0.156) while the held-out
+    ones peak at ~1.0: min-max ranges clipped every held-out chunk."""
+    _cached(pins.MOONSHINE_VOICE, pins.MOONSHINE_ONNX)
+    sets = moonshine.speech_chunks()
+    calib, val = sets.calib["input_values"], sets.val["input_values"]
+    assert len(calib) == 64 and len(val) >= 50
+    assert np.abs(calib).max() >= 0.8 * np.abs(val).max()
+    rms = [np.median(np.sqrt((x ** 2).mean(axis=1))) for x in (calib, val)]
+    assert 0.5 < rms[0] / rms[1] < 2, rms

@@ -194,6 +194,12 @@ def transcripts_equal(float_path: Path, q_path: Path, feeds: list[dict[str, np.n
     ref = all_outputs(float_path, [], feeds)
     got = tflite_outputs(q_path, feeds, versus) if tflite else all_outputs(q_path, [], feeds)
     out = "last_hidden_state"
+    if tflite:  # the writer against onnxruntime's QDQ of the same graph (same ranges)
+        qdq = all_outputs(q_path, [], feeds)
+        cat = lambda outs: np.concatenate([o[out].ravel() for o in outs])  # noqa: E731
+        print(f"output SQNR: .tflite vs float {sqnr_db(cat(ref), cat(got)):.1f} dB, QDQ on "
+              f"onnxruntime vs float {sqnr_db(cat(ref), cat(qdq)):.1f} dB, .tflite vs QDQ "
+              f"{sqnr_db(cat(qdq), cat(got)):.1f} dB (n={len(feeds)})")
     return np.asarray([greedy_tokens(g[out][0], CHUNK / RATE) == greedy_tokens(r[out][0], CHUNK / RATE)
                        for g, r in zip(got, ref, strict=True)], np.float64)
 
@@ -237,7 +243,20 @@ def main() -> int:
     p.add_argument("--trace", type=int, default=0, help="print the first N tensors' SQNR")
     p.add_argument("--exclude", help="regex of node names kept float")
     p.add_argument("--int16", help="regex of node names moved to int16 activations")
+    p.add_argument("--int16-headroom", type=float, default=None,
+                   help="the int16 rung's grid covers this times int8's range "
+                   "(ptq/precision.INT16_HEADROOM; default: its value)")
+    p.add_argument("--int16-input", action="store_true",
+                   help="an input only int16 layers read is int16 (ptq/precision.INT16_INPUTS)")
     args = p.parse_args()
+    if args.int16_input:
+        from edgekit.converters.ptq import precision
+
+        precision.INT16_INPUTS = True
+    if args.int16_headroom is not None:
+        from edgekit.converters.ptq import precision
+
+        precision.INT16_HEADROOM = args.int16_headroom
 
     calib_all, val_all = np.load(args.calib), np.load(args.val)
     name = next(iter(calib_all.files))

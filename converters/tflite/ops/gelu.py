@@ -12,7 +12,8 @@ The accuracy guard's int16 rung (``converters/ptq/precision.py``) puts more insi
 a second Q -> DQ pair where an int8 tensor meets an int16 consumer, and a Relu on the
 one-sided 1 + erf (named ``...__relu``, a no-op on [0, 2]); the match steps over both
 (Moonshine's int16 candidates were written with an Erf the writer has no converter for, so
-the guard judged them on onnxruntime and an int16 choice would have shipped ONNX).
+the guard judged them on onnxruntime and an int16 choice would have shipped ONNX). With
+the chain's Erf on the rung too, the GELU is written on LiteRT's int16 kernel.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from edgekit.converters.tflite.graph import OnnxGraph
 from edgekit.converters.tflite.ops.base import OpSpec
 from edgekit.converters.tflite.quant import dequantize
 from edgekit.converters.tflite.schema import Op, S
+from edgekit.converters.tflite.sixteen import is_int16_zero
 from onnx import helper
 
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
@@ -162,4 +164,13 @@ def fuse_gelu(g: OnnxGraph, keep_float: set[str]) -> int:
     return fused
 
 
-SPECS = {"Gelu": OpSpec(convert_gelu)}
+def _one_integer_type(ctx: ConversionContext, node: onnx.NodeProto) -> bool:
+    """LiteRT's GELU reads and writes one type: int8 -> int8 or int16 -> int16 (2.3's int16
+    kernel tracks onnxruntime within a step, tests/converters/tflite/test_ops_gelu16.py). A
+    chain only partly on the int16 rung (int16 in, int8 out or back) runs float."""
+    dq = ctx.g.dq(node.input[0])
+    zeros = [dq.zero_point] + [ctx.g.q_params(q)[1] for q in ctx.g.q_consumers(node.output[0]) or []]
+    return len({is_int16_zero(z) for z in zeros}) == 1
+
+
+SPECS = {"Gelu": OpSpec(convert_gelu, can_int8=_one_integer_type)}

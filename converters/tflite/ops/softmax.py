@@ -1,6 +1,7 @@
 """Softmax -> SOFTMAX on the last TFLite axis, written at LiteRT's fixed int8 output scale
 (1/256, zero point -128) when the graph's scale is that one; else on int16 (LiteRT's int16
-SOFTMAX, output 1/32768) and requantized once to the graph's scale."""
+SOFTMAX, output 1/32768) and requantized once to the graph's scale. An int16 input (the
+accuracy guard's int16 rung) is always written on the int16 kernel."""
 
 from __future__ import annotations
 
@@ -24,7 +25,11 @@ def convert_softmax(ctx: ConversionContext, node: onnx.NodeProto) -> None:
         x = ctx.to_layout(x, order)
     qp = QParams.per_tensor(*FIXED_SOFTMAX) if ctx.quantized else None
     want = ctx.out_params(node) if ctx.quantized else None
-    if want is not None and want.dtype == "int8" and x.qparams.dtype == "int8" and \
+    if ctx.quantized and x.qparams is not None and x.qparams.dtype == "int16":
+        # LiteRT's int16 SOFTMAX writes int16 at 1/32768 (zero point 0) only; ``bind``
+        # requantizes that to the graph's grid (int16 on the rung, or int8)
+        qp = QParams.per_tensor(1.0 / 32768.0, 0, "int16")
+    elif want is not None and want.dtype == "int8" and x.qparams.dtype == "int8" and \
             not x.is_const and not want.same_as(qp):
         # two roundings (the fixed 1/256 grid, then the graph's scale) put some elements a
         # step off onnxruntime's one; on int16 the input moves exactly (q - zp at the same

@@ -109,6 +109,61 @@ def paddle_block() -> onnx.ModelProto:
     return _model(nodes, inits, [1, 8, 12, 12], 13, "ppocr")
 
 
+def moonshine_block() -> onnx.ModelProto:
+    """Moonshine-style (onnxruntime's ORT-format encoder saved as ONNX, opset 14): a conv stem
+    with a GroupNorm written as Reshape -> InstanceNormalization -> Reshape -> Mul -> Add and
+    an erf GELU, then a transformer layer on [1, frames, channels]: one attention head
+    (MatMul q / k / v, scaled scores, Softmax, MatMul) with its residual Add and an MLP whose
+    GELU is x * 0.5 * (1 + erf(x / sqrt 2))."""
+    dim = 8
+    inits = [_weight("c1.w", (dim, 8, 3, 3), 0.2), _weight("c1.b", (dim,), 0.1),
+             numpy_helper.from_array(np.array([0, 1, -1], np.int64), "grouped"),
+             _const("in_scale", np.ones(1)), _const("in_bias", np.zeros(1)),
+             numpy_helper.from_array(np.array([1, dim, 12, 12], np.int64), "ungrouped"),
+             _const("gn_gamma", 1 + 0.1 * RNG.standard_normal((dim, 1, 1))),
+             _const("gn_beta", 0.1 * RNG.standard_normal((dim, 1, 1))),
+             _const("sqrt2", np.sqrt(2.0)), _const("one", 1.0), _const("half", 0.5),
+             numpy_helper.from_array(np.array([1, dim, 144], np.int64), "flat"),
+             _weight("q.w", (dim, dim)), _weight("k.w", (dim, dim)), _weight("v.w", (dim, dim)),
+             _const("temp", 1 / np.sqrt(dim)), _weight("o.w", (dim, dim)),
+             _weight("fc1.w", (dim, 2 * dim)), _weight("fc1.b", (2 * dim,), 0.1),
+             _const("sqrt2_b", np.sqrt(2.0)), _const("one_b", 1.0), _const("half_b", 0.5),
+             _weight("fc2.w", (2 * dim, dim)), _weight("fc2.b", (dim,), 0.1)]
+
+    def gelu(x: str, tag: str, sqrt2: str, one: str, half: str) -> list:
+        return [helper.make_node("Div", [x, sqrt2], [f"{tag}.d"], name=f"/{tag}/Div"),
+                helper.make_node("Erf", [f"{tag}.d"], [f"{tag}.e"], name=f"/{tag}/Erf"),
+                helper.make_node("Add", [f"{tag}.e", one], [f"{tag}.a"], name=f"/{tag}/Add"),
+                helper.make_node("Mul", [x, f"{tag}.a"], [f"{tag}.m"], name=f"/{tag}/Mul"),
+                helper.make_node("Mul", [f"{tag}.m", half], [f"{tag}.y"], name=f"/{tag}/Mul_1")]
+
+    nodes = [helper.make_node("Conv", ["x", "c1.w", "c1.b"], ["c1"], pads=[1] * 4, name="/conv1/Conv"),
+             helper.make_node("Reshape", ["c1", "grouped"], ["g0"], name="/groupnorm/Reshape"),
+             helper.make_node("InstanceNormalization", ["g0", "in_scale", "in_bias"], ["g1"],
+                              epsilon=1e-5, name="/groupnorm/InstanceNormalization"),
+             helper.make_node("Reshape", ["g1", "ungrouped"], ["g2"], name="/groupnorm/Reshape_1"),
+             helper.make_node("Mul", ["g2", "gn_gamma"], ["g3"], name="/groupnorm/Mul"),
+             helper.make_node("Add", ["g3", "gn_beta"], ["g4"], name="/groupnorm/Add")]
+    nodes += gelu("g4", "stem_gelu", "sqrt2", "one", "half")
+    nodes += [helper.make_node("Reshape", ["stem_gelu.y", "flat"], ["f0"], name="/Reshape"),
+              helper.make_node("Transpose", ["f0"], ["h"], perm=[0, 2, 1], name="/Transpose")]
+    for w in ("q", "k", "v"):
+        nodes.append(helper.make_node("MatMul", ["h", f"{w}.w"], [w], name=f"/attn/{w}_proj/MatMul"))
+    nodes += [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1], name="/attn/Transpose"),
+              helper.make_node("MatMul", ["q", "kt"], ["s0"], name="/attn/MatMul"),
+              helper.make_node("Mul", ["s0", "temp"], ["s1"], name="/attn/Mul"),
+              helper.make_node("Softmax", ["s1"], ["p"], axis=-1, name="/attn/Softmax"),
+              helper.make_node("MatMul", ["p", "v"], ["av"], name="/attn/MatMul_1"),
+              helper.make_node("MatMul", ["av", "o.w"], ["o"], name="/attn/o_proj/MatMul"),
+              helper.make_node("Add", ["h", "o"], ["r"], name="/Add"),
+              helper.make_node("MatMul", ["r", "fc1.w"], ["m0"], name="/mlp/fc1/MatMul"),
+              helper.make_node("Add", ["m0", "fc1.b"], ["m1"], name="/mlp/fc1/Add")]
+    nodes += gelu("m1", "mlp_gelu", "sqrt2_b", "one_b", "half_b")
+    nodes += [helper.make_node("MatMul", ["mlp_gelu.y", "fc2.w"], ["m2"], name="/mlp/fc2/MatMul"),
+              helper.make_node("Add", ["m2", "fc2.b"], ["y"], name="/mlp/fc2/Add")]
+    return _model(nodes, inits, [1, 144, dim], 14, "moonshine")
+
+
 def _sqnr(ref: np.ndarray, got: np.ndarray) -> float:
     return float(10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / np.sum((ref - got.astype(np.float64)) ** 2)))
 
@@ -118,11 +173,13 @@ def _built(tmp_path: Path, model: onnx.ModelProto) -> dict:
     int8 = quantize(model, tmp_path, {"x": x[:32]})
     wide = tmp_path / "a16.onnx"
     wide.write_bytes(int8.read_bytes())
-    done = apply(wide, {n.name for n in model.graph.node}, set())
+    # every node of the quantized graph (the quantizer's preprocessing renames fused ones)
+    done = apply(wide, {n.name for n in onnx.load(str(int8)).graph.node}, set())
     return {"float": tmp_path / "prepared.onnx", "int8": int8, "a16": wide, "done": done, "x": x[32:]}
 
 
-@pytest.mark.parametrize("make", [ultralytics_block, paddle_block], ids=["ultralytics", "paddle2onnx"])
+@pytest.mark.parametrize("make", [ultralytics_block, paddle_block, moonshine_block],
+                         ids=["ultralytics", "paddle2onnx", "moonshine"])
 def test_every_op_of_the_block_goes_int16_and_the_tflite_stays_integer(tmp_path, make):
     from edgekit.converters.tflite import convert
 
@@ -134,7 +191,10 @@ def test_every_op_of_the_block_goes_int16_and_the_tflite_stays_integer(tmp_path,
     feeds = {"x": built["x"]}
     ref = run_onnx(built["float"], feeds)[0]
     int8, a16 = run_onnx(built["int8"], feeds)[0], run_onnx(built["a16"], feeds)[0]
-    assert _sqnr(ref, a16) > _sqnr(ref, int8) + 6, (_sqnr(ref, int8), _sqnr(ref, a16))
+    # the graph output keeps its int8 grid (the I/O contract): on the short transformer block
+    # that rounding (~34 dB) bounds both, so the int16 gain there is smaller
+    gain = 3 if make is moonshine_block else 6
+    assert _sqnr(ref, a16) > _sqnr(ref, int8) + gain, (_sqnr(ref, int8), _sqnr(ref, a16))
     written = convert(model)
     assert written.float_ops == []  # every op on an integer kernel
     got = litert(written).run(feeds)[0]
@@ -148,7 +208,9 @@ def test_every_op_of_the_block_goes_int16_and_the_tflite_stays_integer(tmp_path,
     tensors = read_tflite(written.data).subgraphs[0].tensors
     kinds = {name for name, op in ops_of(written.data)
              if name not in ("QUANTIZE", "DEQUANTIZE") and any(tensors[i].type == TType.INT16 for i in op.outputs)}
-    assert {"CONV_2D", "LOGISTIC" if make is ultralytics_block else "MEAN", "MUL"} <= kinds, kinds
+    wanted = {ultralytics_block: {"LOGISTIC"}, paddle_block: {"MEAN"},
+              moonshine_block: {"MEAN", "SOFTMAX", "GELU", "BATCH_MATMUL"}}[make]
+    assert {"CONV_2D", "MUL"} | wanted <= kinds, kinds
 
 
 def test_the_rung_and_the_writer_agree_on_the_int16_ops():
@@ -187,3 +249,25 @@ def test_the_packed_outputs_float_concat_is_an_int16_concatenation(tmp_path):
     step = float(tensors[concat.outputs[0]].quantization.scale[0])
     assert step < 0.02
     assert np.abs(want - got).max() <= step / 2 + 1 / 255 + 1e-5, (np.abs(want - got).max(), step)
+
+
+def test_a_gelu_whose_int8_grid_starts_at_zero_keeps_its_negative_lobe(tmp_path):
+    """GELU's output (min -0.17) over a wide range: onnxruntime's uint8 zero point rounds to 0,
+    the same grid a folded Relu leaves. The rung restored a Relu there, cutting the negative
+    lobe (Moonshine's stem GELUs: 40.5 -> 24.1 dB); after an Erf or Mul it restores none."""
+    inits = [_weight("w", (8, 8, 1, 1), 0.3), _const("sqrt2", np.sqrt(2.0)), _const("one", 1.0),
+             _const("half", 0.5), _const("gain", 60.0)]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="/conv/Conv"),
+             helper.make_node("Mul", ["c", "gain"], ["c2"], name="/gain/Mul"),
+             helper.make_node("Div", ["c2", "sqrt2"], ["d"], name="/Div"),
+             helper.make_node("Erf", ["d"], ["e"], name="/Erf"),
+             helper.make_node("Add", ["e", "one"], ["a"], name="/Add"),
+             helper.make_node("Mul", ["c2", "a"], ["m"], name="/Mul"),
+             helper.make_node("Mul", ["m", "half"], ["g"], name="/Mul_1"),
+             helper.make_node("Conv", ["g", "w2"], ["y"], name="/conv2/Conv")]
+    inits.append(_weight("w2", (8, 8, 1, 1), 0.3))
+    built = _built(tmp_path, _model(nodes, inits, [1, 8, 12, 12], 14, "gelu_wide"))
+    graph = onnx.load(str(built["a16"])).graph
+    relu_inputs = {n.input[0].split("_DequantizeLinear")[0] for n in graph.node if n.name.endswith("__relu")}
+    # 1 + erf (on [0, 2]) may keep its no-op Relu; the Erf and the Muls get none
+    assert not relu_inputs & {"e", "m", "g", "c2"}, relu_inputs

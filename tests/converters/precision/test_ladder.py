@@ -26,11 +26,14 @@ def test_fp16_rung_only_where_the_cpu_has_fp16_arithmetic():
 def test_int16_rung_only_for_activations_of_16x8_ops():
     act = Sensitivity("relu", "activation", ["conv"], 5.0, ops={"Conv"})
     weight = Sensitivity("w", "weight", ["conv"], 5.0, ops={"Conv"})
+    # Softmax has an int16 kernel (LiteRT's int16 SOFTMAX); Resize has none written
     softmax = Sensitivity("p", "activation", ["sm"], 5.0, ops={"Softmax"})
+    resize = Sensitivity("r", "activation", ["up"], 5.0, ops={"Resize"})
     rungs = ("int8", "int16", "fp16", "float")
     assert rungs_for([act], rungs) == ["int16", "fp16", "float"]
     assert rungs_for([weight], rungs) == ["fp16", "float"]  # a16w8 keeps weights int8
-    assert rungs_for([softmax], ("int8", "int16", "float")) == ["float"]
+    assert rungs_for([softmax], ("int8", "int16", "float")) == ["int16", "float"]
+    assert rungs_for([resize], ("int8", "int16", "float")) == ["float"]
 
 
 def test_manifest_layers_are_typed(digits_artifact):
