@@ -20,8 +20,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_prune_select import efficientnet, suite_sets, wilson  # noqa: E402 - same sets
+from bench_prune_select import HELDOUT, efficientnet, suite_sets, wilson  # noqa: E402 - same sets
 from bench_prune_where import logits  # noqa: E402
+
+from tools.realzoo.vision_sets import imagenet_objects  # noqa: E402
 
 
 def cell(same: np.ndarray) -> str:
@@ -34,23 +36,35 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("models", type=Path, nargs="+")
     parser.add_argument("--confident", type=float, default=0.5)
+    parser.add_argument("--scale", choices=("meanstd", "inception"), default="meanstd",
+                        help="input scaling: the suite's ImageNet mean/std or the model's own "
+                             "(x - 127) / 128 (the saved models were refit on mean/std)")
+    parser.add_argument("--heldout", choices=HELDOUT, default="crops",
+                        help="held-out set: the suite's crops or the object photos")
     args = parser.parse_args()
     import torch
 
     dense = efficientnet()
-    _, val = suite_sets()
+    _, val = suite_sets(args.heldout, args.scale)
     want = logits(dense, val)
     prob = np.exp(want - want.max(1, keepdims=True))
     prob /= prob.sum(1, keepdims=True)
     sure = prob.max(1) >= args.confident
-    print(f"dense top-1 probability: median {np.median(prob.max(1)):.3f}; "
-          f">= {args.confident:g} on {int(sure.sum())} of {len(val)} crops")
-    print(f"| model | dense top-1 >= {args.confident:g} | dense top-1 < {args.confident:g} | all |")
-    print("| --- | --- | --- | --- |")
+    top = prob.max(1)
+    print(f"dense top-1 probability: median {np.median(top):.3f} (quartiles "
+          f"{np.percentile(top, 25):.3f}, {np.percentile(top, 75):.3f}); >= {args.confident:g} "
+          f"on {int(sure.sum())} of {len(val)} crops")
+    # the object photos' first crop of each photo is its ImageNet centre crop: one per photo
+    centre = (np.r_[True, np.diff(imagenet_objects()[1]) != 0] if args.heldout == "objects"
+              else np.zeros(len(val), bool))
+    extra = " centre crops (one per photo) |" if centre.any() else ""
+    print(f"| model | dense top-1 >= {args.confident:g} | dense top-1 < {args.confident:g} | all |"
+          + extra)
+    print("| --- | --- | --- | --- |" + (" --- |" if extra else ""))
     for path in args.models:
         same = logits(torch.load(path, weights_only=False)[0], val).argmax(1) == want.argmax(1)
-        print(f"| {path.name} | {cell(same[sure])} | {cell(same[~sure])} | {cell(same)} |",
-              flush=True)
+        print(f"| {path.name} | {cell(same[sure])} | {cell(same[~sure])} | {cell(same)} |"
+              + (f" {cell(same[centre])} |" if extra else ""), flush=True)
     return 0
 
 

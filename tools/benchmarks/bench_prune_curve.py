@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_prune_levers import int8_agreement  # noqa: E402 - the same build and runtime
-from bench_prune_select import efficientnet, suite_sets, wilson  # noqa: E402 - the same sets
+from bench_prune_select import HELDOUT, efficientnet, suite_sets, wilson  # noqa: E402 - the same sets
 
 
 def load() -> str:
@@ -43,6 +43,8 @@ def main() -> int:
     parser.add_argument("--int8", action="store_true")
     parser.add_argument("--save-prefix", type=Path, default=None,
                         help="torch.save each pruned model to PREFIX<cut>.pt")
+    parser.add_argument("--heldout", choices=HELDOUT, default="crops",
+                        help="held-out set: the suite's crops or the object photos")
     args = parser.parse_args()
     import torch
     from edgekit.converters.pruning import prune_structured
@@ -55,7 +57,7 @@ def main() -> int:
     from edgekit.targets import load_profile
 
     net = efficientnet()
-    calib, val = suite_sets()
+    calib, val = suite_sets(args.heldout)
     example = (torch.from_numpy(calib[:1]),)
     profile = load_profile("rpi4")
     start = time.perf_counter()

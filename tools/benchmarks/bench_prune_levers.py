@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_prune_select import suite_sets, wilson  # noqa: E402 - the same sets and interval
+from bench_prune_select import HELDOUT, suite_sets, wilson  # noqa: E402 - the same sets and interval
 
 EXTRA_PHOTOS = ("chessboard_RGB.png", "chessboard_GRAY.png", "microaneurysms.png")
 
@@ -109,6 +109,8 @@ def main() -> int:
                         help="torch.save the refit model here (a later run's --load)")
     parser.add_argument("--load", type=Path, default=None,
                         help="a --save file: skip selection and refit, distil it")
+    parser.add_argument("--heldout", choices=HELDOUT, default="crops",
+                        help="held-out set: the suite's crops or the object photos")
     args = parser.parse_args()
     import torch
     from bench_prune_select import efficientnet, expansion_groups
@@ -128,7 +130,7 @@ def main() -> int:
         reconstruct.RIDGE = args.ridge
     reconstruct.BN_WEIGHTED = not args.no_bn_weight
     net = efficientnet()
-    calib, val = suite_sets()
+    calib, val = suite_sets(args.heldout)
     example = (torch.from_numpy(calib[:1]),)
     profile = load_profile("rpi4")
     dense_s = op_seconds_by_module(net, example, profile)[1]

@@ -68,11 +68,32 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return centre - half, centre + half
 
 
-def suite_sets() -> tuple[np.ndarray, np.ndarray]:
-    """The real-model suite's EfficientNet-Lite0 calibration and held-out photos."""
+HELDOUT = ("crops", "objects")
+
+
+def inception(x: np.ndarray) -> np.ndarray:
+    """ImageNet mean/std-normalized NCHW -> the (x - 127) / 128 inputs EfficientNet-Lite was
+    trained on (the official lite builder's MEAN_RGB 127, STDDEV_RGB 128; the suite feeds
+    mean/std)."""
+    mean = np.array([0.485, 0.456, 0.406], np.float32).reshape(1, 3, 1, 1)
+    std = np.array([0.229, 0.224, 0.225], np.float32).reshape(1, 3, 1, 1)
+    return np.ascontiguousarray(((x * std + mean) * 255.0 - 127.0) / 128.0, np.float32)
+
+
+def suite_sets(heldout: str = "crops", scale: str = "meanstd") -> tuple[np.ndarray, np.ndarray]:
+    """The real-model suite's EfficientNet-Lite0 calibration photos and a held-out set:
+    ``crops`` (the suite's val.npz: 156 crops of 13 photos, mostly no ImageNet object) or
+    ``objects`` (168 crops of 14 photos of one main object, ``vision_sets.imagenet_objects``);
+    ``scale`` ``inception`` re-normalizes both to the model's own (x - 127) / 128."""
     calib = np.load(REALZOO / "calib.npz")
-    val = np.load(REALZOO / "val.npz")
-    return calib[calib.files[0]], val[val.files[0]]
+    if heldout == "objects":
+        from tools.realzoo.vision_sets import imagenet_objects
+
+        sets = calib[calib.files[0]], imagenet_objects()[0]
+    else:
+        val = np.load(REALZOO / "val.npz")
+        sets = calib[calib.files[0]], val[val.files[0]]
+    return (inception(sets[0]), inception(sets[1])) if scale == "inception" else sets
 
 
 def main() -> int:

