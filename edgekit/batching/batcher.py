@@ -270,7 +270,10 @@ class Batcher:
             return self.session.run_feeds(feeds)
         try:
             return self._runner.call(self.session.run_feeds, feeds, self.run_timeout_s)
-        except TimeoutError:
+        except (TimeoutError, RunTimeoutError):
+            # a model that can loop without end also bounds its runs inside the backend
+            # (``runtime/run_bounds.py``, the same seconds): whichever bound fires first, the
+            # request fails and the session is replaced (a race under load made it either)
             self.timeouts += 1
             old = self.session.backend
             stopped = old.terminate()

@@ -125,6 +125,23 @@ def test_run_timeout_fails_the_request_and_replaces_the_session(hostile: dict[st
         assert model.backend is not before and model.stats()["batcher"]["timeouts"] >= 1
 
 
+def test_the_backends_own_run_bound_replaces_the_session_too(hostile: dict[str, Path],
+                                                            tmp_path: Path) -> None:
+    """A model that can loop without end bounds each backend run itself (2 s here) and the
+    batcher bounds it too; when the backend's bound fires first (under load it can: both
+    were the same seconds), the request fails and the session is replaced all the same."""
+    xs = inputs(2, seed=5)
+    with edgekit.load(hostile["endless"], threads=1, run_timeout_s=2.0, max_wait_ms=20,
+                      max_batch=1, power_root=str(tmp_path)) as model:
+        model.run_timeout_s = 8.0  # the batcher's bound, later than the backend's own
+        np.testing.assert_allclose(model.submit(xs[0]).result(timeout=30), 2 * xs[0])
+        before = model.backend
+        bad = model.submit(np.full((1, FEATURES), 1e12, np.float32))
+        assert isinstance(bad.exception(timeout=20), RunTimeoutError)
+        np.testing.assert_allclose(model.submit(xs[1]).result(timeout=30), 2 * xs[1])
+        assert model.backend is not before and model.stats()["batcher"]["timeouts"] == 1
+
+
 def test_a_for_loop_of_submits_waits_for_room_by_default(hostile: dict[str, Path],
                                                          tmp_path: Path) -> None:
     xs = inputs(400, seed=4)
