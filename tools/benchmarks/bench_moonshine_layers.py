@@ -136,15 +136,9 @@ def quantized(float_path: Path, calib: list[dict[str, np.ndarray]], out: Path,
 def all_outputs(path: Path, names: list[str], feeds: list[dict[str, np.ndarray]]
                 ) -> list[dict[str, np.ndarray]]:
     import onnx
-    import onnxruntime as ort
+    from edgekit.converters.core.expose import exposed_bytes, unoptimized
 
-    model = onnx.load(str(path))
-    have = {o.name for o in model.graph.output}
-    model.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names if n not in have)
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(model.SerializeToString(), options,
-                                providers=["CPUExecutionProvider"])
+    sess = unoptimized(exposed_bytes(onnx.load(str(path)), names))
     outs = [o.name for o in sess.get_outputs()]
     return [dict(zip(outs, sess.run(None, f), strict=True)) for f in feeds]
 

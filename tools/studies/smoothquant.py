@@ -119,17 +119,9 @@ def find_sites(model: Any) -> list[Site]:
 def channel_maxima(model: Any, tensors: Sequence[str], feeds: Sequence[dict[str, np.ndarray]]
                    ) -> dict[str, np.ndarray]:
     """max |x| per channel (last axis) of each tensor over the feeds, on onnxruntime."""
-    import onnx
-    import onnxruntime as ort
+    from edgekit.converters.core.expose import exposed_bytes, unoptimized
 
-    probe = onnx.ModelProto()
-    probe.CopyFrom(model)
-    have = {o.name for o in probe.graph.output}
-    probe.graph.output.extend(onnx.ValueInfoProto(name=t) for t in tensors if t not in have)
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(probe.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
+    session = unoptimized(exposed_bytes(model, tensors))
     tops: dict[str, np.ndarray] = {}
     for feed in feeds:
         for name, value in zip(tensors, session.run(list(tensors), feed), strict=True):
