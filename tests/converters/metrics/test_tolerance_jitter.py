@@ -112,3 +112,35 @@ def test_a_float_sigmoid_and_mul_are_nudged_too():
     base = session(_gate_qdq().SerializeToString(), exact_int8=True).run(None, {"x": x})[0]
     moved = session(nudged.SerializeToString(), exact_int8=True).run(None, {"x": x})[0]
     assert np.abs(base - moved).max() <= 0.02 + 1e-6  # at most one step flipped
+
+
+def _int8_silu_qdq() -> onnx.ModelProto:
+    """An all-int8 SiLU as the quantizer writes YOLOv8's: DQ(x) -> Sigmoid -> Q -> DQ, then
+    Mul(DQ(x), DQ(gate)) -> Q -> DQ -> y: two int8 ops, neither a Conv/Gemm/MatMul."""
+    scale = helper.make_tensor("s", TensorProto.FLOAT, [], [0.02])
+    zero = helper.make_tensor("z", TensorProto.UINT8, [], [128])
+    gate_scale = helper.make_tensor("gs", TensorProto.FLOAT, [], [1 / 256])
+    gate_zero = helper.make_tensor("gz", TensorProto.UINT8, [], [0])
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("Sigmoid", ["xd"], ["g"]),
+             helper.make_node("QuantizeLinear", ["g", "gs", "gz"], ["gq"]),
+             helper.make_node("DequantizeLinear", ["gq", "gs", "gz"], ["gd"]),
+             helper.make_node("Mul", ["xd", "gd"], ["m"]),
+             helper.make_node("QuantizeLinear", ["m", "s", "z"], ["mq"]),
+             helper.make_node("DequantizeLinear", ["mq", "s", "z"], ["y"])]
+    graph = helper.make_graph(nodes, "silu", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 64])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, 64])], [scale, zero, gate_scale, gate_zero])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_int8_elementwise_ops_are_nudged_but_int8_convolutions_are_not(tmp_path):
+    """onnxruntime on Arm runs an int8 Sigmoid or Mul as its own QLinear kernel, not the host's
+    dequantize-compute-quantize: YOLOv8n's all-int8 ONNX landed 20 steps from the host on the
+    emulated A72 while nothing was nudged (an all-int8 model was taken for bit-exact)."""
+    nudged = jittered(_int8_silu_qdq())
+    assert nudged is not None
+    factors = {t.name for t in nudged.graph.initializer if t.name.endswith("_edgekit_jitter_factor")}
+    assert factors == {"g_edgekit_jitter_factor", "m_edgekit_jitter_factor"}
+    assert jittered(_qdq(tmp_path, keep_first=False)) is None  # int8 Conv + Clip: the same bytes
