@@ -17,9 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from edgekit.converters.metrics.detection import Detections, decode_packed, iou_matrix
+from edgekit.converters.metrics.detection import decode_packed
 
 from tools.realzoo import photos
+from tools.realzoo.metrics import detections_kept
 
 LABELS = ("FEMALE_GENITALIA_COVERED", "FACE_FEMALE", "BUTTOCKS_EXPOSED", "FEMALE_BREAST_EXPOSED",
           "FEMALE_GENITALIA_EXPOSED", "MALE_BREAST_EXPOSED", "ANUS_EXPOSED", "FEET_EXPOSED",
@@ -60,22 +61,6 @@ def _photo_of(set_name: str, count: int) -> np.ndarray:
     return np.array([names[i % len(names)] for i in range(count)])
 
 
-def _kept_flags(want: Detections, have: Detections, iou: float = 0.5) -> np.ndarray:
-    """Per float detection: does int8 report a box of its class at IoU >= iou (greedy, int8's
-    best score first, each float box matched once: detection.match's rule)."""
-    kept = np.zeros(len(want.boxes), bool)
-    if not len(want.boxes) or not len(have.boxes):
-        return kept
-    overlap = iou_matrix(have.boxes, want.boxes)
-    overlap[have.classes[:, None] != want.classes[None, :]] = 0.0
-    for i in np.argsort(-have.scores, kind="stable"):
-        row = np.where(kept, 0.0, overlap[i])
-        j = int(row.argmax())
-        if row[j] >= iou:
-            kept[j] = True
-    return kept
-
-
 def _cluster_interval(hits: np.ndarray, totals: np.ndarray) -> tuple[float, float]:
     """95% bootstrap interval of sum(hits)/sum(totals), resampling photos (rows); a draw of
     only photos without a float detection has no ratio and is left out."""
@@ -104,13 +89,15 @@ def profile(float_path: str, images: np.ndarray, set_name: str) -> None:
 
 
 def kept(float_path: str, paths: list[str], images: np.ndarray, set_name: str) -> None:
-    want = decode_packed(_outputs(float_path, images))
+    reference = _outputs(float_path, images)
+    want = decode_packed(reference)
     source = _photo_of(set_name, len(images))
     names = sorted(set(source))
+    same_rule = detections_kept("output0")  # the suite's own matching, one flag per float detection
     for path in paths:
-        have = decode_packed(_outputs(path, images))
-        flags = [_kept_flags(w, h) for w, h in zip(want, have, strict=True)]
-        hit = np.concatenate(flags)
+        got = _outputs(path, images)
+        have = decode_packed(got)
+        hit = same_rule({"output0": got}, {"output0": reference}, {}).astype(bool)
         score = np.concatenate([w.scores for w in want])
         cls = np.concatenate([w.classes for w in want])
         photo = np.concatenate([[s] * len(w.boxes) for w, s in zip(want, source, strict=True)])
