@@ -91,7 +91,8 @@ def report(ref: list[Detections], got: list[Detections] | None, photo: np.ndarra
     with_face = sum(1 for r in ref if len(r.boxes))
     lines = [f"float: {len(ref)} crops of {len(np.unique(photo))} photos, {with_face} with a face, "
              f"{len(scores)} faces on {len(np.unique(face_photo))} photos",
-             f"  faces per photo: {dict(zip(*np.unique(face_photo, return_counts=True), strict=True))}"]
+             "  faces per photo: " + ", ".join(
+                 f"{p}: {n}" for p, n in zip(*np.unique(face_photo, return_counts=True), strict=True))]
     if got is None:
         lines += [f"  by float score: {_bins(scores, SCORE_BINS, None)}",
                   f"  by face side/128: {_bins(sides, SIZE_BINS, None)}"]
