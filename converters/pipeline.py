@@ -38,6 +38,7 @@ STAGES: dict[str, str] = {
     "prepare": "edgekit.converters.stages.prepare:Prepare",
     "check_export": "edgekit.converters.stages.check_export:CheckExport",
     "equalize": "edgekit.converters.stages.equalize:Equalize",
+    "narrow_outputs": "edgekit.converters.stages.narrow_outputs:NarrowOutputs",
     "calibrate": "edgekit.converters.stages.calibrate:Calibrate",
     "quantize": "edgekit.converters.stages.quantize:Quantize",
     "validate": "edgekit.converters.stages.validate:Validate",

@@ -60,7 +60,7 @@ def test_the_prefix_cache_runs_each_stage_once_per_distinct_prefix(tmp_path):
     dense = {"prune": PruneConfig(0.0), "calibrate": CalibrateConfig(("minmax",))}
     first = cache.run("quantize", dense)
     assert cache.runs == {n: 1 for n in ("load", "data", "pin", "prune", "prepare",
-                                         "equalize", "calibrate", "quantize")}
+                                         "equalize", "narrow_outputs", "calibrate", "quantize")}
     assert cache.run("quantize", dict(dense)) is first  # equal configs: nothing re-runs
     node = next(n.name for n in first.float_model.graph.node if n.op_type == "Conv")
     fallback = cache.run("quantize", {**dense, "quantize": QuantizeConfig((node,))})
