@@ -1,0 +1,45 @@
+"""``yolo_reconstruct learn``: block reconstruction (``converters/ptq/reconstruct.py``) on a
+kept build folder's QDQ model; writes ``ranges-learned.json`` ({tensor: [low, high]}) and
+``reconstruct-report.json`` (per block: held-out block SQNR before/after, seconds)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+
+def main(argv: list[str]) -> int:
+    import onnx
+    from edgekit.converters.ptq.reconstruct import Settings, reconstruct
+
+    parser = argparse.ArgumentParser(prog="yolo_reconstruct learn", description=__doc__)
+    parser.add_argument("folder", type=Path, help="kept build folder: int8-minmax.onnx, prepared.onnx")
+    parser.add_argument("--calib", type=Path, required=True)
+    parser.add_argument("--iters", type=int, default=Settings.iters)
+    parser.add_argument("--batch", type=int, default=Settings.batch)
+    parser.add_argument("--drop", type=float, default=Settings.drop)
+    parser.add_argument("--lr-step", type=float, default=Settings.lr_step)
+    parser.add_argument("--lr-zero", type=float, default=Settings.lr_zero)
+    parser.add_argument("--out", default="ranges-learned.json")
+    args = parser.parse_args(argv)
+    with np.load(args.calib) as data:
+        samples = data[data.files[0]].astype(np.float32)
+    settings = Settings(iters=args.iters, batch=args.batch, drop=args.drop, lr_step=args.lr_step,
+                        lr_zero=args.lr_zero)
+    learned = reconstruct(onnx.load(str(args.folder / "int8-minmax.onnx")),
+                          onnx.load(str(args.folder / "prepared.onnx")), samples, settings,
+                          progress=lambda line: print(line, file=sys.stderr, flush=True))
+    (args.folder / args.out).write_text(json.dumps({k: list(v) for k, v in learned.ranges.items()}, indent=1))
+    report = {"settings": asdict(settings), "seconds": learned.seconds, "load": os.getloadavg(),
+              "samples": len(samples), "blocks": [asdict(b) for b in learned.blocks],
+              "quantizers": learned.quantizers}
+    (args.folder / args.out.replace("ranges", "report")).write_text(json.dumps(report, indent=1))
+    print(f"learned {len(learned.ranges)} grids in {learned.seconds:.0f} s (load {os.getloadavg()[0]:.1f})",
+          file=sys.stderr)
+    return 0
