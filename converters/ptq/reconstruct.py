@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .reconstruct_graph import FakeQuant, Node, QdqGraph, scale_name
+from edgekit.errors import UnsupportedModelError
+
+from .reconstruct_graph import FakeQuant, Node, QdqGraph, key_of, scale_name
 
 FIXED_OUTPUT_OPS = frozenset({"Sigmoid", "Softmax"})  # LiteRT fixes their output grid (1/256)
 MODEL_BLOCK = re.compile(r"^/model\.(\d+)/")  # Ultralytics modules: /model.N/...
@@ -47,6 +49,8 @@ class Settings:
     lr_step: float = 0.01  # Adam on log(step / min-max step)
     lr_zero: float = 0.1  # Adam on the zero point's shift, in steps
     seed: int = 0
+    per_channel_loss: bool = False  # each output channel (axis 1) weighed by its own float power
+    only: tuple[str, ...] = ()  # blocks to learn (the others keep their start grids); () = all
 
 
 @dataclass
@@ -103,7 +107,12 @@ def partition(graph: QdqGraph, block_of: Callable[[str], str | None]) -> list[tu
     for name, nodes in blocks.items():
         for n in nodes:
             order.add(name, *(made_by[i] for i in n.inputs if i in made_by and made_by[i] != name))
-    return [(name, _topological(blocks[name])) for name in order.static_order()]
+    try:
+        ordered = list(order.static_order())
+    except graphlib.CycleError as exc:
+        raise UnsupportedModelError(f"reconstruction: blocks {exc.args[1]} read each other's outputs both ways; "
+                                    f"a block must be a contiguous part of the graph") from exc
+    return [(name, _topological(blocks[name])) for name in ordered]
 
 
 def _topological(nodes: list[Node]) -> list[Node]:
@@ -139,15 +148,19 @@ def _boundaries(blocks: list[tuple[str, list[Node]]], graph_outputs: set[str], c
 
 def reconstruct(qdq: object, float_model: object, samples: np.ndarray, settings: Settings = Settings(),
                 block_of: Callable[[str], str | None] = ultralytics_block,
-                progress: Callable[[str], None] | None = None) -> Learned:
+                progress: Callable[[str], None] | None = None,
+                start: dict[str, tuple[float, int]] | None = None) -> Learned:
     """Learn the activation grids of ``qdq`` (an onnx QDQ model of ``float_model``) on
-    ``samples`` (its one input, ``[N, ...]``), block by block. Neither model is modified."""
+    ``samples`` (its one input, ``[N, ...]``), block by block. Neither model is modified.
+    ``start``: grids (scale initializer -> scale, zero point) to begin from instead of the model's."""
     from edgekit.converters.core.expose import with_outputs
 
     start = time.perf_counter()
     torch.manual_seed(settings.seed)
     rng = np.random.default_rng(settings.seed)
     graph = QdqGraph(qdq)
+    for name, (scale, zero) in (start or {}).items():
+        graph.quantizers[key_of(name)].start_at(scale, zero)
     blocks = partition(graph, block_of)
     input_name = qdq.graph.input[0].name  # type: ignore[attr-defined]
     outputs_of = {o.name for o in qdq.graph.output}  # type: ignore[attr-defined]
@@ -172,8 +185,8 @@ def reconstruct(qdq: object, float_model: object, samples: np.ndarray, settings:
         ins, outs = block_inputs[b], block_outputs[b]
         targets = {o: torch.from_numpy(reference[float_name(o)]) for o in outs}
         feeds = {i: (torch.from_numpy(quantized[i]), torch.from_numpy(reference[float_name(i)])) for i in ins}
-        before = after = _error(graph, nodes, feeds, targets, held)
-        if learn and outs:
+        before = after = _error(graph, nodes, feeds, targets, held, settings.per_channel_loss)
+        if learn and outs and (not settings.only or name in settings.only):
             after = _train(graph, nodes, [graph.quantizers[k] for k in keys], [graph.quantizers[k] for k in learn],
                            feeds, targets, train, held, before, settings, rng)
         done.update(keys)
@@ -217,20 +230,27 @@ def _run_float(model: object, samples: np.ndarray, names: list[str]) -> dict[str
     return {n: np.concatenate([r[k] for r in runs]) for k, n in enumerate(names)}
 
 
-def _loss(got: dict[str, torch.Tensor], targets: dict[str, torch.Tensor], index: np.ndarray) -> torch.Tensor:
-    """Mean over the block's outputs of each one's error power relative to its float power."""
-    terms = [((got[o] - t[index]) ** 2).mean() / (t[index] ** 2).mean().clamp_min(1e-12) for o, t in targets.items()]
+def _loss(got: dict[str, torch.Tensor], targets: dict[str, torch.Tensor], index: np.ndarray,
+          per_channel: bool = False) -> torch.Tensor:
+    """Mean over the block's outputs (``per_channel``: over their channels, axis 1) of the
+    error power relative to the float power: a packed output's 0..1 class scores weigh as much
+    as its pixel box coordinates."""
+    terms = []
+    for o, t in targets.items():
+        want = t[index]
+        axes = tuple(i for i in range(want.ndim) if i != 1) if per_channel and want.ndim > 1 else tuple(range(want.ndim))
+        terms.append((((got[o] - want) ** 2).mean(axes) / (want ** 2).mean(axes).clamp_min(1e-12)).mean())
     return torch.stack(terms).mean()
 
 
 def _error(graph: QdqGraph, nodes: list[Node], feeds: dict[str, tuple[torch.Tensor, torch.Tensor]],
-           targets: dict[str, torch.Tensor], index: np.ndarray) -> float:
+           targets: dict[str, torch.Tensor], index: np.ndarray, per_channel: bool = False) -> float:
     if not targets:
         return 0.0
     graph.eval()
     with torch.no_grad():
         env = graph.run(nodes, {i: q[index] for i, (q, _) in feeds.items()})
-        return float(_loss(env, targets, index))
+        return float(_loss(env, targets, index, per_channel))
 
 
 def _train(graph: QdqGraph, nodes: list[Node], present: list[FakeQuant], learn: list[FakeQuant],
@@ -251,14 +271,14 @@ def _train(graph: QdqGraph, nodes: list[Node], present: list[FakeQuant], learn: 
             # QDrop on the block's inputs too: each element quantized or float at random
             keep = torch.rand_like(quant[index]) < settings.drop if settings.drop > 0 else None
             env[name] = quant[index] if keep is None else torch.where(keep, real[index], quant[index])
-        loss = _loss(graph.run(nodes, env), targets, index)
+        loss = _loss(graph.run(nodes, env), targets, index, settings.per_channel_loss)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         for q in present:
             q.drop = 0.0
         if step % settings.check_every == 0 or step == settings.iters:
-            error = _error(graph, nodes, feeds, targets, held)
+            error = _error(graph, nodes, feeds, targets, held, settings.per_channel_loss)
             if error < best:
                 best = error
                 saved = [(q.log_ratio.detach().clone(), q.shift.detach().clone()) for q in learn]

@@ -42,6 +42,12 @@ class FakeQuant(torch.nn.Module):
         self.shift = torch.nn.Parameter(torch.zeros(()))  # zero point = zero0 + shift (steps)
         self.drop = 0.0  # QDrop: probability that an element skips quantization (training only)
 
+    def start_at(self, scale: float, zero_point: int) -> None:
+        """Begin from this grid (a previous run's) instead of the model's."""
+        with torch.no_grad():
+            self.log_ratio.fill_(float(np.log(scale / self.scale0)))
+            self.shift.fill_(float(zero_point) - self.zero0)
+
     def step(self) -> torch.Tensor:
         return self.scale0 * torch.exp(self.log_ratio)
 
@@ -102,7 +108,7 @@ class QdqGraph(torch.nn.Module):
                 self.consts[node.output[0]] = torch.from_numpy(self._dequantize(node, attrs))
                 continue
             if node.op_type == "QuantizeLinear":
-                key = _key(node.input[1])
+                key = key_of(node.input[1])
                 if key not in self.quantizers:
                     zero = arrays[node.input[2]]
                     info = np.iinfo(zero.dtype)
@@ -211,7 +217,7 @@ class QdqGraph(torch.nn.Module):
         return F.interpolate(x, scale_factor=tuple(float(s) for s in scales[2:]), mode="nearest")
 
 
-def _key(scale_name: str) -> str:
+def key_of(scale_name: str) -> str:
     # ModuleDict keys may not hold "."; the scale initializer's name stays recoverable
     return scale_name.replace(".", "\u2024")
 

@@ -27,14 +27,19 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--lr-step", type=float, default=Settings.lr_step)
     parser.add_argument("--lr-zero", type=float, default=Settings.lr_zero)
     parser.add_argument("--out", default="ranges-learned.json")
+    parser.add_argument("--per-channel-loss", action="store_true")
+    parser.add_argument("--only", default="", help="blocks to learn, comma-separated (model.022)")
+    parser.add_argument("--start", type=Path, help="a previous report-*.json: begin from its grids")
     args = parser.parse_args(argv)
     with np.load(args.calib) as data:
         samples = data[data.files[0]].astype(np.float32)
     settings = Settings(iters=args.iters, batch=args.batch, drop=args.drop, lr_step=args.lr_step,
-                        lr_zero=args.lr_zero)
+                        lr_zero=args.lr_zero, per_channel_loss=args.per_channel_loss,
+                        only=tuple(b for b in args.only.split(",") if b))
+    start = json.loads(args.start.read_text())["quantizers"] if args.start else None
     learned = reconstruct(onnx.load(str(args.folder / "int8-minmax.onnx")),
                           onnx.load(str(args.folder / "prepared.onnx")), samples, settings,
-                          progress=lambda line: print(line, file=sys.stderr, flush=True))
+                          progress=lambda line: print(line, file=sys.stderr, flush=True), start=start)
     (args.folder / args.out).write_text(json.dumps({k: list(v) for k, v in learned.ranges.items()}, indent=1))
     report = {"settings": asdict(settings), "seconds": learned.seconds, "load": os.getloadavg(),
               "samples": len(samples), "blocks": [asdict(b) for b in learned.blocks],
