@@ -51,6 +51,7 @@ class Settings:
     seed: int = 0
     per_channel_loss: bool = False  # each output channel (axis 1) weighed by its own float power
     only: tuple[str, ...] = ()  # blocks to learn (the others keep their start grids); () = all
+    focus: float = 0.0  # spatial outputs' error weighed by 1 + focus * the sample's ``saliency`` there
 
 
 @dataclass
@@ -149,13 +150,17 @@ def _boundaries(blocks: list[tuple[str, list[Node]]], graph_outputs: set[str], c
 def reconstruct(qdq: object, float_model: object, samples: np.ndarray, settings: Settings = Settings(),
                 block_of: Callable[[str], str | None] = ultralytics_block,
                 progress: Callable[[str], None] | None = None,
-                start: dict[str, tuple[float, int]] | None = None) -> Learned:
+                start: dict[str, tuple[float, int]] | None = None,
+                saliency: np.ndarray | None = None) -> Learned:
     """Learn the activation grids of ``qdq`` (an onnx QDQ model of ``float_model``) on
     ``samples`` (its one input, ``[N, ...]``), block by block. Neither model is modified.
-    ``start``: grids (scale initializer -> scale, zero point) to begin from instead of the model's."""
+    ``start``: grids (scale initializer -> scale, zero point) to begin from instead of the model's.
+    ``saliency``: ``[N, H, W]`` per sample, where its output matters (a detector: the float
+    model's best class score per input pixel); with ``settings.focus`` it weighs every
+    ``[N, C, h, w]`` block output's error there (pooled to ``h, w`` by max)."""
     from edgekit.converters.core.expose import with_outputs
 
-    start = time.perf_counter()
+    began = time.perf_counter()
     torch.manual_seed(settings.seed)
     rng = np.random.default_rng(settings.seed)
     graph = QdqGraph(qdq)
@@ -184,6 +189,8 @@ def reconstruct(qdq: object, float_model: object, samples: np.ndarray, settings:
         learn = [k for k in keys if k not in done]
         ins, outs = block_inputs[b], block_outputs[b]
         targets = {o: torch.from_numpy(reference[float_name(o)]) for o in outs}
+        if saliency is not None and settings.focus > 0:
+            targets = {o: _Weighted(t, saliency, settings.focus) for o, t in targets.items()}
         feeds = {i: (torch.from_numpy(quantized[i]), torch.from_numpy(reference[float_name(i)])) for i in ins}
         before = after = _error(graph, nodes, feeds, targets, held, settings.per_channel_loss)
         if learn and outs and (not settings.only or name in settings.only):
@@ -205,7 +212,7 @@ def reconstruct(qdq: object, float_model: object, samples: np.ndarray, settings:
     chosen = {scale_name(k): q.learned() for k, q in graph.quantizers.items() if k not in frozen}
     ranges = {scale_name(k).removesuffix("_scale"): q.range() for k, q in graph.quantizers.items()
               if k not in frozen}
-    return Learned(chosen, ranges, reports, time.perf_counter() - start)
+    return Learned(chosen, ranges, reports, time.perf_counter() - began)
 
 
 def _frozen(graph: QdqGraph, input_name: str) -> set[str]:
@@ -237,10 +244,31 @@ def _loss(got: dict[str, torch.Tensor], targets: dict[str, torch.Tensor], index:
     as its pixel box coordinates."""
     terms = []
     for o, t in targets.items():
+        if isinstance(t, _Weighted):
+            weight, want = t.weight[index], t.tensor[index]
+            terms.append((weight * (got[o] - want) ** 2).mean() / (weight * want ** 2).mean().clamp_min(1e-12))
+            continue
         want = t[index]
         axes = tuple(i for i in range(want.ndim) if i != 1) if per_channel and want.ndim > 1 else tuple(range(want.ndim))
         terms.append((((got[o] - want) ** 2).mean(axes) / (want ** 2).mean(axes).clamp_min(1e-12)).mean())
     return torch.stack(terms).mean()
+
+
+class _Weighted:
+    """A block output's float target with its per-position loss weight (1 + focus * saliency)."""
+
+    def __init__(self, tensor: torch.Tensor, saliency: np.ndarray, focus: float) -> None:
+        import torch.nn.functional as F  # noqa: N812
+
+        self.tensor = tensor
+        if tensor.ndim == 4:
+            pooled = F.adaptive_max_pool2d(torch.from_numpy(saliency[:, None].astype(np.float32)), tensor.shape[2:])
+            self.weight = 1.0 + focus * pooled
+        else:
+            self.weight = torch.ones((tensor.shape[0],) + (1,) * (tensor.ndim - 1))
+
+    def __getitem__(self, index: np.ndarray) -> torch.Tensor:
+        return self.tensor[index]
 
 
 def _error(graph: QdqGraph, nodes: list[Node], feeds: dict[str, tuple[torch.Tensor, torch.Tensor]],

@@ -14,6 +14,26 @@ from pathlib import Path
 import numpy as np
 
 
+def class_saliency(float_path: Path, samples: np.ndarray) -> np.ndarray:
+    """Per sample and input pixel, the float model's best class score of the cells covering it
+    (YOLOv8's packed output: 4 box rows then class rows over the 3 levels' cells, strides 8/16/32)."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(float_path), providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    scores = np.concatenate([session.run(None, {name: samples[i:i + 1]})[0] for i in range(len(samples))])
+    best = scores[:, 4:].max(1)  # [N, cells]
+    height, width = samples.shape[2:]
+    out = np.zeros((len(samples), height, width), np.float32)
+    start = 0
+    for stride in (8, 16, 32):
+        h, w = height // stride, width // stride
+        level = best[:, start:start + h * w].reshape(-1, h, w)
+        out = np.maximum(out, level.repeat(stride, 1).repeat(stride, 2))
+        start += h * w
+    return out
+
+
 def main(argv: list[str]) -> int:
     import onnx
     from edgekit.converters.ptq.reconstruct import Settings, reconstruct
@@ -29,17 +49,21 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", default="ranges-learned.json")
     parser.add_argument("--per-channel-loss", action="store_true")
     parser.add_argument("--only", default="", help="blocks to learn, comma-separated (model.022)")
+    parser.add_argument("--focus", type=float, default=0.0,
+                        help="weigh block errors by 1 + FOCUS * float's best class score at each pixel")
     parser.add_argument("--start", type=Path, help="a previous report-*.json: begin from its grids")
     args = parser.parse_args(argv)
     with np.load(args.calib) as data:
         samples = data[data.files[0]].astype(np.float32)
     settings = Settings(iters=args.iters, batch=args.batch, drop=args.drop, lr_step=args.lr_step,
                         lr_zero=args.lr_zero, per_channel_loss=args.per_channel_loss,
-                        only=tuple(b for b in args.only.split(",") if b))
+                        only=tuple(b for b in args.only.split(",") if b), focus=args.focus)
+    saliency = class_saliency(args.folder / "prepared.onnx", samples) if args.focus > 0 else None
     start = json.loads(args.start.read_text())["quantizers"] if args.start else None
     learned = reconstruct(onnx.load(str(args.folder / "int8-minmax.onnx")),
                           onnx.load(str(args.folder / "prepared.onnx")), samples, settings,
-                          progress=lambda line: print(line, file=sys.stderr, flush=True), start=start)
+                          progress=lambda line: print(line, file=sys.stderr, flush=True), start=start,
+                          saliency=saliency)
     (args.folder / args.out).write_text(json.dumps({k: list(v) for k, v in learned.ranges.items()}, indent=1))
     report = {"settings": asdict(settings), "seconds": learned.seconds, "load": os.getloadavg(),
               "samples": len(samples), "blocks": [asdict(b) for b in learned.blocks],
