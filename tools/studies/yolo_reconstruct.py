@@ -2,13 +2,14 @@
 (``converters/ptq/reconstruct.py``), written back into the build's range table so the same
 writer emits the all-int8 .tflite (docs/measurements/yolo-reconstruct.md).
 
-    python -m tools.studies.yolo_reconstruct keep OUT_DIR --target rpi4 320n.onnx --calib calib.npz \\
+    python -m tools.studies.yolo_reconstruct keep OUT_DIR build --target rpi4 320n.onnx --calib calib.npz \\
         --guard-time 0 --accept-accuracy-drop --format tflite -o A.edgekit
         (the plain build, its temp folder copied to OUT_DIR: prepared.onnx, int8-minmax.onnx, ranges)
     python -m tools.studies.yolo_reconstruct learn OUT_DIR --calib calib.npz [--seconds 300]
         (learns steps on OUT_DIR's QDQ model; writes OUT_DIR/ranges-learned.json)
-    python -m tools.studies.yolo_reconstruct build RANGES.json OUT_DIR2 --target rpi4 320n.onnx ...
-        (the same build with the calibrate stage's min-max table replaced by RANGES.json)
+    python -m tools.studies.yolo_reconstruct build RANGES.json OUT_DIR2 build --target rpi4 320n.onnx ...
+        (the same build with the calibrate stage's min-max table replaced by RANGES.json; OUT_DIR2
+        "-" keeps no folder)
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ def main() -> None:
         rest = sys.argv[3:]
     elif what == "build":
         _replace_ranges(Path(sys.argv[2]))
-        _keep_workdir(Path(sys.argv[3]))
+        if sys.argv[3] != "-":  # "-": keep nothing (the disk is shared)
+            _keep_workdir(Path(sys.argv[3]))
         rest = sys.argv[4:]
     elif what == "learn":
         from tools.studies.yolo_reconstruct_learn import main as learn

@@ -103,7 +103,7 @@ def test_learned_grids_bring_unseen_outputs_closer_to_float(built: tuple) -> Non
     from edgekit.converters.ptq.reconstruct import Settings, reconstruct
 
     folder, float_model, minmax, x = built
-    learned = reconstruct(minmax, float_model, x[CALIB], Settings(iters=80, batch=32, check_every=10),
+    learned = reconstruct(minmax, float_model, x[CALIB], Settings(iters=40, batch=32, check_every=10),
                           block_of=lambda name: "first" if name in FIRST_BLOCK else "head")
     assert [b.name for b in learned.blocks] == ["first", "head"]
     assert all(b.held_out_after <= b.held_out_before for b in learned.blocks)
@@ -120,6 +120,7 @@ def test_learned_grids_bring_unseen_outputs_closer_to_float(built: tuple) -> Non
         assert int(scales[name.replace("_scale", "_zero_point")]) == zero
     before = _output_error(minmax, float_model, x[HELD_OUT])
     after = _output_error(rebuilt, float_model, x[HELD_OUT])
+    print(f"held-out output error vs float: min-max {before:.3g}, learned {after:.3g}")
     assert after < 0.8 * before, (before, after)
 
 
