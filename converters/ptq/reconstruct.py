@@ -151,13 +151,16 @@ def reconstruct(qdq: object, float_model: object, samples: np.ndarray, settings:
                 block_of: Callable[[str], str | None] = ultralytics_block,
                 progress: Callable[[str], None] | None = None,
                 start: dict[str, tuple[float, int]] | None = None,
-                saliency: np.ndarray | None = None) -> Learned:
+                saliency: np.ndarray | None = None,
+                sensitivity: dict[str, np.ndarray] | None = None) -> Learned:
     """Learn the activation grids of ``qdq`` (an onnx QDQ model of ``float_model``) on
     ``samples`` (its one input, ``[N, ...]``), block by block. Neither model is modified.
     ``start``: grids (scale initializer -> scale, zero point) to begin from instead of the model's.
     ``saliency``: ``[N, H, W]`` per sample, where its output matters (a detector: the float
     model's best class score per input pixel); with ``settings.focus`` it weighs every
-    ``[N, C, h, w]`` block output's error there (pooled to ``h, w`` by max)."""
+    ``[N, C, h, w]`` block output's error there (pooled to ``h, w`` by max).
+    ``sensitivity``: per float tensor name, an array of its shape weighing each element's error
+    (BRECQ's Fisher-diagonal variant: the squared gradient of what the output is judged by)."""
     from edgekit.converters.core.expose import with_outputs
 
     began = time.perf_counter()
@@ -191,6 +194,8 @@ def reconstruct(qdq: object, float_model: object, samples: np.ndarray, settings:
         targets = {o: torch.from_numpy(reference[float_name(o)]) for o in outs}
         if saliency is not None and settings.focus > 0:
             targets = {o: _Weighted(t, saliency, settings.focus) for o, t in targets.items()}
+        if sensitivity is not None:
+            targets = {o: _Weighted(t, None, 0.0, sensitivity.get(float_name(o))) for o, t in targets.items()}
         feeds = {i: (torch.from_numpy(quantized[i]), torch.from_numpy(reference[float_name(i)])) for i in ins}
         before = after = _error(graph, nodes, feeds, targets, held, settings.per_channel_loss)
         if learn and outs and (not settings.only or name in settings.only):
@@ -257,11 +262,14 @@ def _loss(got: dict[str, torch.Tensor], targets: dict[str, torch.Tensor], index:
 class _Weighted:
     """A block output's float target with its per-position loss weight (1 + focus * saliency)."""
 
-    def __init__(self, tensor: torch.Tensor, saliency: np.ndarray, focus: float) -> None:
+    def __init__(self, tensor: torch.Tensor, saliency: np.ndarray | None, focus: float,
+                 weight: np.ndarray | None = None) -> None:
         import torch.nn.functional as F  # noqa: N812
 
         self.tensor = tensor
-        if tensor.ndim == 4:
+        if weight is not None:
+            self.weight = torch.from_numpy(weight.astype(np.float32))
+        elif saliency is not None and tensor.ndim == 4:
             pooled = F.adaptive_max_pool2d(torch.from_numpy(saliency[:, None].astype(np.float32)), tensor.shape[2:])
             self.weight = 1.0 + focus * pooled
         else:

@@ -34,6 +34,49 @@ def class_saliency(float_path: Path, samples: np.ndarray) -> np.ndarray:
     return out
 
 
+def class_sensitivity(qdq: object, float_model: object, samples: np.ndarray, seed: int = 0,
+                      floor: float = 0.1) -> dict[str, np.ndarray]:
+    """Per block boundary tensor (float name), the squared gradient of ``sum(v * scores)`` with
+    random signs ``v`` over the packed output's class rows (one Hutchinson probe per sample: its
+    expectation is the sum over class scores of each element's squared sensitivity; saturated
+    background cells give ~0), divided by its mean, plus ``floor`` (some plain MSE everywhere)."""
+    import torch
+    from edgekit.converters.ptq.reconstruct import (
+        _boundaries,
+        float_name,
+        partition,
+        ultralytics_block,
+    )
+    from edgekit.converters.ptq.reconstruct_graph import QdqGraph
+
+    quantized = QdqGraph(qdq)
+    blocks = partition(quantized, ultralytics_block)
+    consts = set(quantized.consts) | set(quantized.arrays)
+    ins, outs = _boundaries(blocks, {o.name for o in qdq.graph.output}, consts)  # type: ignore[attr-defined]
+    names = sorted({float_name(t) for ts in (*ins, *outs) for t in ts})
+    graph = QdqGraph(float_model)
+    input_name = float_model.graph.input[0].name  # type: ignore[attr-defined]
+    output_name = float_model.graph.output[0].name  # type: ignore[attr-defined]
+    generator = torch.Generator().manual_seed(seed)
+    found: dict[str, list[np.ndarray]] = {n: [] for n in names if n != input_name}
+    for start in range(0, len(samples), 4):
+        x = torch.from_numpy(samples[start:start + 4]).requires_grad_(True)
+        env = graph.run(graph.nodes, {input_name: x})
+        for n in found:
+            env[n].retain_grad()
+        scores = env[output_name][:, 4:]
+        signs = torch.randint(0, 2, scores.shape, generator=generator).float() * 2 - 1
+        (signs * scores).sum().backward()
+        for n in found:
+            found[n].append((env[n].grad ** 2).numpy())
+        print(f"sensitivity: {start + len(x)}/{len(samples)}", file=sys.stderr, flush=True)
+    out = {}
+    for n, parts in found.items():
+        g = np.concatenate(parts)
+        out[n] = g / max(float(g.mean()), 1e-30) + floor
+    return out
+
+
 def main(argv: list[str]) -> int:
     import onnx
     from edgekit.converters.ptq.reconstruct import Settings, reconstruct
@@ -51,6 +94,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--only", default="", help="blocks to learn, comma-separated (model.022)")
     parser.add_argument("--focus", type=float, default=0.0,
                         help="weigh block errors by 1 + FOCUS * float's best class score at each pixel")
+    parser.add_argument("--fisher", action="store_true",
+                        help="weigh block errors by the class scores' squared sensitivity (class_sensitivity)")
     parser.add_argument("--start", type=Path, help="a previous report-*.json: begin from its grids")
     args = parser.parse_args(argv)
     with np.load(args.calib) as data:
@@ -60,10 +105,11 @@ def main(argv: list[str]) -> int:
                         only=tuple(b for b in args.only.split(",") if b), focus=args.focus)
     saliency = class_saliency(args.folder / "prepared.onnx", samples) if args.focus > 0 else None
     start = json.loads(args.start.read_text())["quantizers"] if args.start else None
-    learned = reconstruct(onnx.load(str(args.folder / "int8-minmax.onnx")),
-                          onnx.load(str(args.folder / "prepared.onnx")), samples, settings,
+    qdq, float_model = onnx.load(str(args.folder / "int8-minmax.onnx")), onnx.load(str(args.folder / "prepared.onnx"))
+    sensitivity = class_sensitivity(qdq, float_model, samples) if args.fisher else None
+    learned = reconstruct(qdq, float_model, samples, settings,
                           progress=lambda line: print(line, file=sys.stderr, flush=True), start=start,
-                          saliency=saliency)
+                          saliency=saliency, sensitivity=sensitivity)
     (args.folder / args.out).write_text(json.dumps({k: list(v) for k, v in learned.ranges.items()}, indent=1))
     report = {"settings": asdict(settings), "seconds": learned.seconds, "load": os.getloadavg(),
               "samples": len(samples), "blocks": [asdict(b) for b in learned.blocks],
