@@ -10,6 +10,10 @@ quantization with probability ``drop`` while training) for a flatter optimum. A 
 share of the samples picks the best state of each block (the min-max start included, so a
 block never ends worse than min-max on them). Weights stay as built (nearest rounding).
 
+Optional loss weightings (study knobs, docs/measurements/yolo-reconstruct.md): per output
+channel, a saliency map's focus, or per-element sensitivities (BRECQ's Fisher diagonal).
+None of them made YOLOv8n's held-out detections better than min-max's; this is not a build stage.
+
 What is learned is a range per owning tensor (``Learned.ranges``): written into the build's
 min-max range table, the same quantizer and writer emit the model (no new op).
 """

@@ -133,3 +133,19 @@ def test_grids_of_fixed_output_kernels_are_not_learned(built: tuple) -> None:
     # LiteRT fixes a Sigmoid's output grid and the input's grid is the data's: neither is learned
     assert not any(name.endswith("_gate_scale") or name == "image_scale" for name in learned.quantizers)
     assert any(name.startswith("conv2d") for name in learned.quantizers)
+
+
+def test_sensitivity_weights_decide_which_errors_count() -> None:
+    import torch
+    from edgekit.converters.ptq.reconstruct import _loss, _Weighted
+
+    want = torch.ones(2, 2, 3, 3)
+    got = want.clone()
+    got[:, 1] += 1.0  # every error is in channel 1
+    index = np.arange(2)
+    only_channel_0 = np.zeros((2, 2, 3, 3), np.float32)
+    only_channel_0[:, 0] = 1.0
+    plain = float(_loss({"t": got}, {"t": want}, index))
+    weighted = float(_loss({"t": got}, {"t": _Weighted(want, None, 0.0, only_channel_0)}, index))
+    assert plain == pytest.approx(0.5)
+    assert weighted == 0.0
