@@ -1,5 +1,5 @@
 """YOLOv8n (realzoo ``nudenet_320n``): activation steps learned by block reconstruction
-(``converters/ptq/reconstruct.py``), written back into the build's range table so the same
+(``tools/studies/reconstruct.py``), written back into the build's range table so the same
 writer emits the all-int8 .tflite (docs/measurements/yolo-reconstruct.md).
 
     python -m tools.studies.yolo_reconstruct keep OUT_DIR build --target rpi4 320n.onnx --calib calib.npz \\

@@ -1,4 +1,4 @@
-"""``yolo_reconstruct learn``: block reconstruction (``converters/ptq/reconstruct.py``) on a
+"""``yolo_reconstruct learn``: block reconstruction (``tools/studies/reconstruct.py``) on a
 kept build folder's QDQ model; writes ``ranges-learned.json`` ({tensor: [low, high]}) and
 ``reconstruct-report.json`` (per block: held-out block SQNR before/after, seconds)."""
 
@@ -41,13 +41,14 @@ def class_sensitivity(qdq: object, float_model: object, samples: np.ndarray, see
     expectation is the sum over class scores of each element's squared sensitivity; saturated
     background cells give ~0), divided by its mean, plus ``floor`` (some plain MSE everywhere)."""
     import torch
-    from edgekit.converters.ptq.reconstruct import (
+
+    from tools.studies.reconstruct import (
         _boundaries,
         float_name,
         partition,
         ultralytics_block,
     )
-    from edgekit.converters.ptq.reconstruct_graph import QdqGraph
+    from tools.studies.reconstruct_graph import QdqGraph
 
     quantized = QdqGraph(qdq)
     blocks = partition(quantized, ultralytics_block)
@@ -79,7 +80,8 @@ def class_sensitivity(qdq: object, float_model: object, samples: np.ndarray, see
 
 def main(argv: list[str]) -> int:
     import onnx
-    from edgekit.converters.ptq.reconstruct import Settings, reconstruct
+
+    from tools.studies.reconstruct import Settings, reconstruct
 
     parser = argparse.ArgumentParser(prog="yolo_reconstruct learn", description=__doc__)
     parser.add_argument("folder", type=Path, help="kept build folder: int8-minmax.onnx, prepared.onnx")

@@ -1,4 +1,4 @@
-"""Block reconstruction (converters/ptq/reconstruct.py) on a real graph: the committed digits
+"""Block reconstruction (tools/studies/reconstruct.py) on a real graph: the committed digits
 CNN with each ReLU written as SiLU (x * Sigmoid(x)) and two dead first-conv channels (bias
 -400: the SiLU maps them to 0, but min-max stretches the conv output's grid over them, as
 YOLOv8n's widest SiLU inputs are stretched), quantized by onnxruntime from min-max ranges,
@@ -100,7 +100,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, ) -> tuple[Path, onnx.ModelP
 
 
 def test_learned_grids_bring_unseen_outputs_closer_to_float(built: tuple) -> None:
-    from edgekit.converters.ptq.reconstruct import Settings, reconstruct
+    from tools.studies.reconstruct import Settings, reconstruct
 
     folder, float_model, minmax, x = built
     learned = reconstruct(minmax, float_model, x[CALIB], Settings(iters=40, batch=32, check_every=10),
@@ -125,7 +125,7 @@ def test_learned_grids_bring_unseen_outputs_closer_to_float(built: tuple) -> Non
 
 
 def test_grids_of_fixed_output_kernels_are_not_learned(built: tuple) -> None:
-    from edgekit.converters.ptq.reconstruct import Settings, reconstruct
+    from tools.studies.reconstruct import Settings, reconstruct
 
     _, float_model, minmax, x = built
     learned = reconstruct(minmax, float_model, x[CALIB][:16], Settings(iters=2, batch=8, check_every=1),
@@ -137,7 +137,8 @@ def test_grids_of_fixed_output_kernels_are_not_learned(built: tuple) -> None:
 
 def test_sensitivity_weights_decide_which_errors_count() -> None:
     import torch
-    from edgekit.converters.ptq.reconstruct import _loss, _Weighted
+
+    from tools.studies.reconstruct import _loss, _Weighted
 
     want = torch.ones(2, 2, 3, 3)
     got = want.clone()
