@@ -11,6 +11,8 @@ a street scene, a landscape). ``--train`` picks what the student sees:
   the user's own photos of the deployment's scenes);
 * ``calib``: crops of the suite's 11 calibration photos (``photos.CALIB_PHOTOS``), judged on
   all 168 crops (what a user without in-domain photos has);
+* ``scenes``: other crops (another seed) of all 14 photos, judged on the 168 crops (the
+  deployment's own scenes: a fixed camera sees the same places, other framings);
 * ``eval``: the 168 judged crops themselves (the upper bound of the pruned architecture:
   no generalization asked).
 
@@ -149,7 +151,7 @@ def distil(student: object, x: np.ndarray, teacher_logits: np.ndarray, steps: in
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("model", type=Path, help="a pruned model saved by bench_prune_levers")
-    parser.add_argument("--train", choices=("half", "calib", "eval"), required=True)
+    parser.add_argument("--train", choices=("half", "calib", "scenes", "eval"), required=True)
     parser.add_argument("--photos", type=int, default=7,
                         help="half: train on the first N photos of each half (2, 4, 7)")
     parser.add_argument("--crops", type=int, default=256, help="training crops per run")
@@ -180,6 +182,9 @@ def main() -> int:
         if args.train == "half":
             x = crops_of([photos.object_photo(names[i]) for i in train_photos], args.crops, 7)
             what = f"{args.crops} crops of photos {[names[i] for i in train_photos]}"
+        elif args.train == "scenes":
+            x = crops_of([photos.object_photo(n) for n in names], args.crops, 7)
+            what = f"{args.crops} other crops of the {len(names)} judged photos"
         elif args.train == "calib":
             x = crops_of([photos.photo(n) for n in photos.CALIB_PHOTOS], args.crops, 7)
             what = f"{args.crops} crops of the {len(photos.CALIB_PHOTOS)} calibration photos"
