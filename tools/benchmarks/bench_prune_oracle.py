@@ -55,20 +55,7 @@ HALVES = (tuple(range(0, 14, 2)), tuple(range(1, 14, 2)))  # photo indices of ea
 def crops_of(images: list[np.ndarray], count: int, seed: int, size: int = 224) -> np.ndarray:
     """``count`` random squares (40-100% of the short side, half mirrored), cycling over
     ``images``: ImageNet-normalized NCHW float32."""
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    out = np.empty((count, size, size, 3), np.uint8)
-    for i in range(count):
-        image = images[i % len(images)]
-        h, w = image.shape[:2]
-        side = int(min(h, w) * rng.uniform(0.4, 1.0))
-        top, left = rng.integers(0, h - side + 1), rng.integers(0, w - side + 1)
-        crop = Image.fromarray(image[top:top + side, left:left + side])
-        if rng.random() < 0.5:
-            crop = crop.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
-        out[i] = np.asarray(crop.resize((size, size), Image.Resampling.BILINEAR))
-    return imagenet_nchw(out)
+    return imagenet_nchw(photos.square_crops(images, count, size, seed))
 
 
 def cell(same: np.ndarray) -> str:

@@ -158,10 +158,15 @@ def object_crops(per_photo: int, size: int, seed: int) -> tuple[np.ndarray, np.n
 def crops(names: tuple[str, ...], count: int, size: int, seed: int) -> np.ndarray:
     """``count`` square crops (a random side of 40-100% of the short side, random place and
     mirror) resized to ``size``, cycling over the photos: uint8 [count, size, size, 3]."""
+    return square_crops([photo(n) for n in names[:count]], count, size, seed)
+
+
+def square_crops(images: list[np.ndarray], count: int, size: int, seed: int) -> np.ndarray:
+    """``crops`` of photos given as RGB uint8 arrays."""
     rng = np.random.default_rng(seed)
     out = np.empty((count, size, size, 3), np.uint8)
     for i in range(count):
-        image = photo(names[i % len(names)])
+        image = images[i % len(images)]
         h, w = image.shape[:2]
         side = int(min(h, w) * rng.uniform(0.4, 1.0))
         top, left = rng.integers(0, h - side + 1), rng.integers(0, w - side + 1)
