@@ -61,13 +61,11 @@ def output_layers(model: Any) -> dict[str, list[str]]:
 
 
 def same_detections(a: Sequence[Any], b: Sequence[Any]) -> bool:
-    """Equal decodes: per image the same boxes, scores and classes (float32 noise allowed)."""
-    from edgekit.converters.metrics.detection import _as_detections
-
+    """Equal decodes (``metrics.detection.Detections`` per image): the same boxes, scores and
+    classes (float32 noise allowed)."""
     if len(a) != len(b):
         return False
     for x, y in zip(a, b, strict=True):
-        x, y = _as_detections(x), _as_detections(y)
         if x.boxes.shape != y.boxes.shape or not np.array_equal(x.classes, y.classes):
             return False
         if not (np.allclose(x.boxes, y.boxes, rtol=1e-6, atol=1e-6)
@@ -79,13 +77,16 @@ def same_detections(a: Sequence[Any], b: Sequence[Any]) -> bool:
 def free_bounds(outputs: list[np.ndarray], index: int, decode: Decode) -> tuple[float | None, float | None]:
     """The tightest (low, high) from ``BOUNDS`` that output ``index`` can be clipped to without
     changing ``decode``'s detections on any sample; None where no candidate is free or needed."""
+    from edgekit.converters.metrics.detection import CONF
+    from edgekit.converters.metrics.detection import decode as decoded  # the metric's own reading
+
     values = outputs[index]
-    reference = decode(list(outputs))
+    reference = decoded(outputs, decode, CONF)
 
     def free(low: float | None, high: float | None) -> bool:
         clipped = list(outputs)
         clipped[index] = np.clip(values, low, high)
-        return same_detections(reference, decode(clipped))
+        return same_detections(reference, decoded(clipped, decode, CONF))
 
     # one-sided: a bound only where the other side of the output stays inside it (score
     # logits of rare objects: [-465, 3.5]); an output spread both ways (box offsets, landmarks:
